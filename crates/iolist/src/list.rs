@@ -1,0 +1,459 @@
+//! `IoList`: the rope itself, its segments and their iteration.
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+/// One piece of an [`IoList`], as stored.
+#[derive(Clone)]
+pub(crate) enum Seg {
+    /// Bytes that live for the whole program: template text, literals, entities.
+    Static(&'static [u8]),
+    /// Reference-counted bytes shared with their owner (an assign, a file, a compiled template).
+    Shared(Bytes),
+    /// A run of the list's own scratch buffer: small pieces copied as they were pushed.
+    Scratch { off: usize, len: usize },
+    /// A whole other list, shared. Its bytes stand here in order.
+    List(Arc<IoList>),
+}
+
+/// A byte rope: an ordered list of references to byte slices, in the manner of the Erlang VM's
+/// I/O lists.
+///
+/// Appending never copies large data: `&'static` slices and [`Bytes`] are stored as references,
+/// and another `IoList` is attached as a shared subtree in O(1). Small pieces that are not worth
+/// an iovec of their own go through [`IoList::push_copy`], which copies them into one scratch
+/// buffer owned by the list; consecutive copies merge into a single segment, so a row of numbers
+/// separated by `</td><td>` becomes one segment, not hundreds.
+///
+/// `len()` is O(1). [`IoList::segments`] visits the non-empty slices in order, descending into
+/// nested lists; [`IoList::to_bytes`] flattens once.
+#[derive(Clone, Default)]
+pub struct IoList {
+    segs: Vec<Seg>,
+    scratch: Vec<u8>,
+    len: usize,
+    /// Number of leaf segments, nested lists counted by their own leaves.
+    leaves: usize,
+}
+
+impl IoList {
+    /// An empty list.
+    pub const fn new() -> Self {
+        IoList {
+            segs: Vec::new(),
+            scratch: Vec::new(),
+            len: 0,
+            leaves: 0,
+        }
+    }
+
+    /// An empty list with room for `segments` segments and `scratch` bytes of copied pieces.
+    pub fn with_capacity(segments: usize, scratch: usize) -> Self {
+        IoList {
+            segs: Vec::with_capacity(segments),
+            scratch: Vec::with_capacity(scratch),
+            len: 0,
+            leaves: 0,
+        }
+    }
+
+    /// Total number of bytes in the list. O(1).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when the list holds no bytes (it may still hold empty segments).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of leaf segments (static, shared or scratch runs), counting through nested lists.
+    /// Empty segments are not stored, so they are not counted.
+    pub fn segment_count(&self) -> usize {
+        self.leaves
+    }
+
+    /// Bytes held in this list's own scratch buffer (copied at push time).
+    pub fn scratch_len(&self) -> usize {
+        self.scratch.len()
+    }
+
+    /// Appends a slice that lives forever, by reference.
+    pub fn push_static(&mut self, s: &'static [u8]) {
+        if s.is_empty() {
+            return;
+        }
+        self.len += s.len();
+        self.leaves += 1;
+        self.segs.push(Seg::Static(s));
+    }
+
+    /// Appends a `&'static str`, by reference.
+    pub fn push_static_str(&mut self, s: &'static str) {
+        self.push_static(s.as_bytes());
+    }
+
+    /// Appends shared bytes, by reference: no copy, one reference-count increment at most.
+    pub fn push_bytes(&mut self, b: Bytes) {
+        if b.is_empty() {
+            return;
+        }
+        self.len += b.len();
+        self.leaves += 1;
+        self.segs.push(Seg::Shared(b));
+    }
+
+    /// Copies `s` into the list's scratch buffer. If the previous segment is also a scratch run,
+    /// the two merge into one segment (so a run of small pieces costs one iovec).
+    pub fn push_copy(&mut self, s: &[u8]) {
+        if s.is_empty() {
+            return;
+        }
+        let off = self.scratch.len();
+        self.scratch.extend_from_slice(s);
+        self.len += s.len();
+        if let Some(Seg::Scratch { off: o, len }) = self.segs.last_mut()
+            && *o + *len == off
+        {
+            *len += s.len();
+            return;
+        }
+        self.leaves += 1;
+        self.segs.push(Seg::Scratch { off, len: s.len() });
+    }
+
+    /// Appends `b` by reference when it is at least `min_ref` bytes long, otherwise copies it into
+    /// scratch. This is the build-time half of coalescing: the template renderer uses it so that a
+    /// table of small cells does not become thousands of segments.
+    pub fn push_bytes_or_copy(&mut self, b: &Bytes, min_ref: usize) {
+        if b.len() >= min_ref {
+            self.push_bytes(b.clone());
+        } else {
+            self.push_copy(b);
+        }
+    }
+
+    /// Like [`IoList::push_bytes_or_copy`] for a static slice.
+    pub fn push_static_or_copy(&mut self, s: &'static [u8], min_ref: usize) {
+        if s.len() >= min_ref {
+            self.push_static(s);
+        } else {
+            self.push_copy(s);
+        }
+    }
+
+    /// Appends another list in O(1) (it is moved behind an [`Arc`]). An empty list is dropped.
+    pub fn push_list(&mut self, other: IoList) {
+        if other.is_empty() {
+            return;
+        }
+        self.push_shared_list(Arc::new(other));
+    }
+
+    /// Appends a shared list in O(1): the same rendered fragment can stand in many lists.
+    pub fn push_shared_list(&mut self, other: Arc<IoList>) {
+        if other.is_empty() {
+            return;
+        }
+        self.len += other.len;
+        self.leaves += other.leaves;
+        self.segs.push(Seg::List(other));
+    }
+
+    /// Appends every segment of `other` to this list, copying its scratch bytes (but not its
+    /// referenced segments). O(segments of `other`). Prefer [`IoList::push_list`] for big lists.
+    pub fn append(&mut self, other: &IoList) {
+        for seg in &other.segs {
+            match seg {
+                Seg::Static(s) => self.push_static(s),
+                Seg::Shared(b) => self.push_bytes(b.clone()),
+                Seg::Scratch { off, len } => self.push_copy(&other.scratch[*off..*off + *len]),
+                Seg::List(l) => self.push_shared_list(l.clone()),
+            }
+        }
+    }
+
+    /// Removes everything, keeping allocated capacity for reuse.
+    pub fn clear(&mut self) {
+        self.segs.clear();
+        self.scratch.clear();
+        self.len = 0;
+        self.leaves = 0;
+    }
+
+    /// Iterates the non-empty segments in order, descending into nested lists.
+    pub fn segments(&self) -> Segments<'_> {
+        Segments {
+            stack: vec![(self, 0)],
+        }
+    }
+
+    /// Iterates the segments with their kind, for tracing and tests.
+    pub fn segments_with_kind(&self) -> impl Iterator<Item = (SegmentKind, &[u8])> + '_ {
+        Leaves {
+            stack: vec![(self, 0)],
+        }
+    }
+
+    /// Flattens the list into one contiguous buffer (one allocation, one copy of every byte).
+    pub fn to_bytes(&self) -> Bytes {
+        // A list of exactly one shared segment needs no copy at all.
+        if self.leaves == 1
+            && let Some(Seg::Shared(b)) = self.segs.first()
+        {
+            return b.clone();
+        }
+        let mut out = BytesMut::with_capacity(self.len);
+        for s in self.segments() {
+            out.extend_from_slice(s);
+        }
+        out.freeze()
+    }
+
+    /// Flattens into a `Vec<u8>`.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len);
+        for s in self.segments() {
+            out.extend_from_slice(s);
+        }
+        out
+    }
+}
+
+/// What kind of storage a segment refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentKind {
+    /// `&'static` bytes, stored once for the life of the program.
+    Static,
+    /// Reference-counted [`Bytes`].
+    Shared,
+    /// The list's own scratch buffer (bytes copied at push time).
+    Scratch,
+}
+
+/// Iterator over the segments of an [`IoList`], from [`IoList::segments`].
+#[derive(Debug)]
+pub struct Segments<'a> {
+    stack: Vec<(&'a IoList, usize)>,
+}
+
+impl<'a> Iterator for Segments<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        next_leaf(&mut self.stack).map(|(_, s)| s)
+    }
+}
+
+struct Leaves<'a> {
+    stack: Vec<(&'a IoList, usize)>,
+}
+
+impl<'a> Iterator for Leaves<'a> {
+    type Item = (SegmentKind, &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        next_leaf(&mut self.stack)
+    }
+}
+
+/// Depth-first walk shared by every iterator and by the writer's cursor.
+pub(crate) fn next_leaf<'a>(
+    stack: &mut Vec<(&'a IoList, usize)>,
+) -> Option<(SegmentKind, &'a [u8])> {
+    loop {
+        let (list, idx) = stack.last_mut()?;
+        let list: &'a IoList = list;
+        let Some(seg) = list.segs.get(*idx) else {
+            stack.pop();
+            continue;
+        };
+        *idx += 1;
+        match seg {
+            Seg::Static(s) => return Some((SegmentKind::Static, s)),
+            Seg::Shared(b) => return Some((SegmentKind::Shared, &b[..])),
+            Seg::Scratch { off, len } => {
+                return Some((SegmentKind::Scratch, &list.scratch[*off..*off + *len]));
+            }
+            Seg::List(l) => stack.push((l, 0)),
+        }
+    }
+}
+
+impl fmt::Debug for IoList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IoList")
+            .field("len", &self.len)
+            .field("segments", &self.leaves)
+            .field("scratch", &self.scratch.len())
+            .finish()
+    }
+}
+
+impl PartialEq for IoList {
+    /// Two lists are equal when they hold the same bytes, however they are segmented.
+    fn eq(&self, other: &Self) -> bool {
+        if self.len != other.len {
+            return false;
+        }
+        let mut a = self.segments();
+        let mut b = other.segments();
+        let (mut x, mut y): (&[u8], &[u8]) = (&[], &[]);
+        loop {
+            if x.is_empty() {
+                x = match a.next() {
+                    Some(s) => s,
+                    None => return y.is_empty() && b.next().is_none(),
+                };
+            }
+            if y.is_empty() {
+                y = match b.next() {
+                    Some(s) => s,
+                    None => return false,
+                };
+            }
+            let n = x.len().min(y.len());
+            if x[..n] != y[..n] {
+                return false;
+            }
+            x = &x[n..];
+            y = &y[n..];
+        }
+    }
+}
+
+impl Eq for IoList {}
+
+impl From<&'static str> for IoList {
+    fn from(s: &'static str) -> Self {
+        let mut l = IoList::new();
+        l.push_static_str(s);
+        l
+    }
+}
+
+impl From<&'static [u8]> for IoList {
+    fn from(s: &'static [u8]) -> Self {
+        let mut l = IoList::new();
+        l.push_static(s);
+        l
+    }
+}
+
+impl From<Bytes> for IoList {
+    fn from(b: Bytes) -> Self {
+        let mut l = IoList::new();
+        l.push_bytes(b);
+        l
+    }
+}
+
+impl From<String> for IoList {
+    fn from(s: String) -> Self {
+        Bytes::from(s).into()
+    }
+}
+
+impl From<Vec<u8>> for IoList {
+    fn from(v: Vec<u8>) -> Self {
+        Bytes::from(v).into()
+    }
+}
+
+impl Extend<Bytes> for IoList {
+    fn extend<T: IntoIterator<Item = Bytes>>(&mut self, iter: T) {
+        for b in iter {
+            self.push_bytes(b);
+        }
+    }
+}
+
+impl FromIterator<Bytes> for IoList {
+    fn from_iter<T: IntoIterator<Item = Bytes>>(iter: T) -> Self {
+        let mut l = IoList::new();
+        l.extend(iter);
+        l
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_segments_are_not_stored() {
+        let mut l = IoList::new();
+        l.push_static(b"");
+        l.push_bytes(Bytes::new());
+        l.push_copy(b"");
+        l.push_list(IoList::new());
+        assert_eq!(l.len(), 0);
+        assert_eq!(l.segment_count(), 0);
+        assert_eq!(l.segments().count(), 0);
+        assert!(l.to_bytes().is_empty());
+    }
+
+    #[test]
+    fn adjacent_copies_merge_into_one_segment() {
+        let mut l = IoList::new();
+        for i in 0..100 {
+            l.push_copy(i.to_string().as_bytes());
+            l.push_copy(b"</td><td>");
+        }
+        assert_eq!(l.segment_count(), 1);
+        l.push_static(b"<tr>");
+        l.push_copy(b"x");
+        assert_eq!(l.segment_count(), 3);
+    }
+
+    #[test]
+    fn nested_lists_keep_order_and_length() {
+        let mut inner = IoList::new();
+        inner.push_static(b"b");
+        inner.push_copy(b"c");
+        let inner = Arc::new(inner);
+        let mut l = IoList::new();
+        l.push_static(b"a");
+        l.push_shared_list(inner.clone());
+        l.push_bytes(Bytes::from_static(b"d"));
+        l.push_shared_list(inner);
+        assert_eq!(l.len(), 6);
+        assert_eq!(l.segment_count(), 6);
+        assert_eq!(&l.to_bytes()[..], b"abcdbc");
+    }
+
+    #[test]
+    fn static_segments_are_referenced_not_copied() {
+        static TEXT: &[u8] = b"shared text";
+        let mut l = IoList::new();
+        l.push_static(TEXT);
+        let seg = l.segments().next().unwrap();
+        assert_eq!(seg.as_ptr(), TEXT.as_ptr());
+        let b = Bytes::from(vec![7u8; 100]);
+        let ptr = b.as_ptr();
+        let mut l = IoList::new();
+        l.push_bytes(b);
+        assert_eq!(l.segments().next().unwrap().as_ptr(), ptr);
+        assert_eq!(
+            l.to_bytes().as_ptr(),
+            ptr,
+            "one shared segment flattens without a copy"
+        );
+    }
+
+    #[test]
+    fn equality_ignores_segmentation() {
+        let mut a = IoList::new();
+        a.push_static(b"hello ");
+        a.push_copy(b"world");
+        let mut b = IoList::new();
+        b.push_copy(b"hel");
+        b.push_bytes(Bytes::from_static(b"lo wor"));
+        b.push_static(b"ld");
+        assert_eq!(a, b);
+        b.push_static(b"!");
+        assert_ne!(a, b);
+    }
+}

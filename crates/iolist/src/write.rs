@@ -1,0 +1,482 @@
+//! The write path: an [`IoList`] to gathered write calls, under a [`WritePolicy`].
+//!
+//! # Contract
+//! - Every byte of the list is written exactly once, in order, or an error is returned.
+//! - Each call is handed at most `policy.iov_limit()` iovecs, none of them empty.
+//! - A short write (the writer accepted `n` bytes of more) is resumed at byte `n`, whatever
+//!   segment or coalesced buffer that falls in; a write of 0 bytes is `ErrorKind::WriteZero`;
+//!   `ErrorKind::Interrupted` is retried.
+//! - Nothing panics, whatever the list or the policy (a `max_iov` of 0 is taken as 1).
+//! - An empty list makes no call at all.
+//!
+//! The loop works in batches: it fills up to `max_iov` entries from the list (coalescing short runs
+//! into the writer's reusable buffer), writes the batch until it is gone, then fills the next.
+
+use std::io::{self, IoSlice, Write};
+use std::ops::Range;
+
+use crate::list::{IoList, SegmentKind, next_leaf};
+use crate::policy::{WritePolicy, WriteStats};
+
+/// Sees every write call the writer makes: the iovecs it was handed and what it returned.
+///
+/// This is how `galleon --trace-writes` prints each `writev` with its segments' sizes and addresses
+/// without root or DTrace. Implementations must be cheap when disabled; the writer only calls
+/// them when one is installed.
+pub trait WriteTracer: Send {
+    /// Called after each write call with the iovecs given to it and its result.
+    fn on_write(&mut self, iov: &[IoSlice<'_>], result: &io::Result<usize>);
+}
+
+/// Writes [`IoList`]s to blocking or async writers under a [`WritePolicy`], keeping a reusable
+/// coalescing buffer and cumulative [`WriteStats`]. One per connection.
+pub struct IoWriter {
+    policy: WritePolicy,
+    buf: Vec<u8>,
+    stats: WriteStats,
+    tracer: Option<Box<dyn WriteTracer>>,
+}
+
+impl std::fmt::Debug for IoWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IoWriter")
+            .field("policy", &self.policy)
+            .field("stats", &self.stats)
+            .field("traced", &self.tracer.is_some())
+            .finish()
+    }
+}
+
+/// Most bytes the coalescing buffer keeps allocated between calls; a larger buffer (a flattened
+/// 400 KB response) is released after use so an idle connection does not pin it.
+const KEEP_BUF_CAPACITY: usize = 64 * 1024;
+
+impl IoWriter {
+    /// A writer with the given policy and no tracer.
+    pub fn new(policy: WritePolicy) -> Self {
+        IoWriter {
+            policy,
+            buf: Vec::new(),
+            stats: WriteStats::default(),
+            tracer: None,
+        }
+    }
+
+    /// The current policy.
+    pub fn policy(&self) -> WritePolicy {
+        self.policy
+    }
+
+    /// Changes the policy for the following writes.
+    pub fn set_policy(&mut self, policy: WritePolicy) {
+        self.policy = policy;
+    }
+
+    /// Installs (or with `None` removes) a tracer that sees every write call.
+    pub fn set_tracer(&mut self, tracer: Option<Box<dyn WriteTracer>>) {
+        self.tracer = tracer;
+    }
+
+    /// Takes the tracer back out.
+    pub fn take_tracer(&mut self) -> Option<Box<dyn WriteTracer>> {
+        self.tracer.take()
+    }
+
+    /// Statistics summed over every write since creation or the last [`IoWriter::take_stats`],
+    /// including the partial progress of a write that failed.
+    pub fn stats(&self) -> WriteStats {
+        self.stats
+    }
+
+    /// Returns the statistics and resets them to zero.
+    pub fn take_stats(&mut self) -> WriteStats {
+        std::mem::take(&mut self.stats)
+    }
+
+    /// Writes the whole list to a blocking writer.
+    pub fn write_all<W: Write + ?Sized>(&mut self, w: &mut W, list: &IoList) -> io::Result<()> {
+        let mut planner = Planner::new(list, self.policy);
+        let mut entries = Vec::with_capacity(self.policy.iov_limit().min(list.segment_count()));
+        let result = 'batches: loop {
+            self.buf.clear();
+            if !planner.fill(&mut entries, &mut self.buf, &mut self.stats) {
+                break Ok(());
+            }
+            let mut slices: Vec<IoSlice<'_>> = entries.iter().map(|e| e.slice(&self.buf)).collect();
+            let mut rest = &mut slices[..];
+            let mut advanced = None;
+            while !rest.is_empty() {
+                let want: usize = rest.iter().map(|s| s.len()).sum();
+                let r = w.write_vectored(rest);
+                if let Err(e) = account(
+                    &mut self.stats,
+                    &mut self.tracer,
+                    rest,
+                    want,
+                    r,
+                    &mut advanced,
+                ) {
+                    break 'batches Err(e);
+                }
+                if let Some(n) = advanced.take() {
+                    IoSlice::advance_slices(&mut rest, n);
+                }
+            }
+        };
+        self.finish(result)
+    }
+
+    /// Writes the whole list to an async writer. Cancel-safe only in the sense that dropping the
+    /// future stops writing; how much was written is then in [`IoWriter::stats`].
+    #[cfg(feature = "tokio")]
+    pub async fn write_all_async<W>(&mut self, w: &mut W, list: &IoList) -> io::Result<()>
+    where
+        W: tokio::io::AsyncWrite + Unpin + ?Sized,
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut planner = Planner::new(list, self.policy);
+        let mut entries = Vec::with_capacity(self.policy.iov_limit().min(list.segment_count()));
+        let result = 'batches: loop {
+            self.buf.clear();
+            if !planner.fill(&mut entries, &mut self.buf, &mut self.stats) {
+                break Ok(());
+            }
+            let mut slices: Vec<IoSlice<'_>> = entries.iter().map(|e| e.slice(&self.buf)).collect();
+            let mut rest = &mut slices[..];
+            let mut advanced = None;
+            while !rest.is_empty() {
+                let want: usize = rest.iter().map(|s| s.len()).sum();
+                let r = w.write_vectored(rest).await;
+                if let Err(e) = account(
+                    &mut self.stats,
+                    &mut self.tracer,
+                    rest,
+                    want,
+                    r,
+                    &mut advanced,
+                ) {
+                    break 'batches Err(e);
+                }
+                if let Some(n) = advanced.take() {
+                    IoSlice::advance_slices(&mut rest, n);
+                }
+            }
+        };
+        self.finish(result)
+    }
+
+    fn finish(&mut self, r: io::Result<()>) -> io::Result<()> {
+        if self.buf.capacity() > KEEP_BUF_CAPACITY {
+            self.buf = Vec::new();
+        }
+        r
+    }
+}
+
+/// Books one call's result: stats, tracer, errors. Sets `advance` to the bytes written, or
+/// leaves it `None` for a retried interruption.
+fn account(
+    stats: &mut WriteStats,
+    tracer: &mut Option<Box<dyn WriteTracer>>,
+    iov: &[IoSlice<'_>],
+    want: usize,
+    r: io::Result<usize>,
+    advance: &mut Option<usize>,
+) -> io::Result<()> {
+    stats.syscalls += 1;
+    stats.iovecs += iov.len() as u64;
+    if let Some(t) = tracer.as_mut() {
+        t.on_write(iov, &r);
+    }
+    match r {
+        Ok(0) => Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            "failed to write the whole io list",
+        )),
+        Ok(n) => {
+            let n = n.min(want);
+            if n < want {
+                stats.short_writes += 1;
+            }
+            stats.bytes += n as u64;
+            *advance = Some(n);
+            Ok(())
+        }
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+impl Default for IoWriter {
+    fn default() -> Self {
+        IoWriter::new(WritePolicy::default())
+    }
+}
+
+/// Writes `list` to `w` under `policy` with a fresh [`IoWriter`]; returns what it did.
+pub fn write_iolist<W: Write + ?Sized>(
+    w: &mut W,
+    list: &IoList,
+    policy: WritePolicy,
+) -> io::Result<WriteStats> {
+    let mut writer = IoWriter::new(policy);
+    writer.write_all(w, list)?;
+    Ok(writer.take_stats())
+}
+
+/// Async twin of [`write_iolist`].
+#[cfg(feature = "tokio")]
+pub async fn write_iolist_async<W>(
+    w: &mut W,
+    list: &IoList,
+    policy: WritePolicy,
+) -> io::Result<WriteStats>
+where
+    W: tokio::io::AsyncWrite + Unpin + ?Sized,
+{
+    let mut writer = IoWriter::new(policy);
+    writer.write_all_async(w, list).await?;
+    Ok(writer.take_stats())
+}
+
+/// One iovec of a batch: a segment by reference, or a run of the coalescing buffer.
+#[derive(Debug, Clone)]
+enum Entry<'a> {
+    Ref(&'a [u8]),
+    Buf(Range<usize>),
+}
+
+impl<'a> Entry<'a> {
+    fn slice<'b>(&self, buf: &'b [u8]) -> IoSlice<'b>
+    where
+        'a: 'b,
+    {
+        match self {
+            Entry::Ref(s) => IoSlice::new(s),
+            Entry::Buf(r) => IoSlice::new(&buf[r.clone()]),
+        }
+    }
+}
+
+/// Walks a list and cuts it into batches under a policy.
+struct Planner<'a> {
+    stack: Vec<(&'a IoList, usize)>,
+    peeked: Option<&'a [u8]>,
+    policy: WritePolicy,
+    iov_limit: usize,
+}
+
+impl<'a> Planner<'a> {
+    fn new(list: &'a IoList, policy: WritePolicy) -> Self {
+        Planner {
+            stack: vec![(list, 0)],
+            peeked: None,
+            policy,
+            iov_limit: policy.iov_limit(),
+        }
+    }
+
+    fn next_seg(&mut self) -> Option<&'a [u8]> {
+        if let Some(s) = self.peeked.take() {
+            return Some(s);
+        }
+        // Empty segments are never stored, so every leaf is non-empty.
+        next_leaf(&mut self.stack).map(|(_, s): (SegmentKind, &[u8])| s)
+    }
+
+    /// Refills `entries` (cleared first) with the next batch; `buf` must be empty. Returns false
+    /// when the list is exhausted.
+    fn fill(
+        &mut self,
+        entries: &mut Vec<Entry<'a>>,
+        buf: &mut Vec<u8>,
+        stats: &mut WriteStats,
+    ) -> bool {
+        entries.clear();
+        let small = self.policy.coalesce_below;
+        while entries.len() < self.iov_limit {
+            let Some(seg) = self.next_seg() else { break };
+            if seg.len() >= small {
+                stats.bytes_referenced += seg.len() as u64;
+                entries.push(Entry::Ref(seg));
+                continue;
+            }
+            // A run of short segments: copy them together, unless the run is a lone segment.
+            let start = buf.len();
+            let mut count = 1;
+            while let Some(next) = self.next_seg() {
+                if next.len() >= small {
+                    self.peeked = Some(next);
+                    break;
+                }
+                if count == 1 {
+                    buf.extend_from_slice(seg);
+                }
+                buf.extend_from_slice(next);
+                count += 1;
+            }
+            if count == 1 {
+                stats.bytes_referenced += seg.len() as u64;
+                entries.push(Entry::Ref(seg));
+            } else {
+                stats.bytes_copied += (buf.len() - start) as u64;
+                entries.push(Entry::Buf(start..buf.len()));
+            }
+        }
+        !entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    /// Accepts at most `cap` bytes and `max_iov` iovecs per call, and records each call.
+    struct Chunky {
+        out: Vec<u8>,
+        cap: usize,
+        calls: Vec<usize>,
+    }
+
+    impl Write for Chunky {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.write_vectored(&[IoSlice::new(b)])
+        }
+        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            self.calls.push(bufs.len());
+            let mut left = self.cap;
+            for b in bufs {
+                let n = b.len().min(left);
+                self.out.extend_from_slice(&b[..n]);
+                left -= n;
+                if left == 0 {
+                    break;
+                }
+            }
+            Ok(self.cap - left)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn sample() -> IoList {
+        let mut l = IoList::new();
+        l.push_static(b"HTTP/1.1 200 OK\r\n\r\n");
+        for i in 0..50 {
+            l.push_bytes(Bytes::from(vec![b'a' + (i % 26) as u8; 10 + i * 37]));
+            l.push_copy(b"<td>");
+        }
+        l
+    }
+
+    #[test]
+    fn flatten_sends_one_buffer() {
+        let l = sample();
+        let mut w = Chunky {
+            out: vec![],
+            cap: usize::MAX,
+            calls: vec![],
+        };
+        let st = write_iolist(&mut w, &l, WritePolicy::flatten()).unwrap();
+        assert_eq!(w.out, l.to_vec());
+        assert_eq!(w.calls, vec![1]);
+        assert_eq!(st.bytes_copied, l.len() as u64);
+    }
+
+    #[test]
+    fn vectored_copies_nothing_and_respects_iov_max() {
+        let mut l = IoList::new();
+        for _ in 0..3000 {
+            l.push_static(b"x");
+        }
+        let mut w = Chunky {
+            out: vec![],
+            cap: usize::MAX,
+            calls: vec![],
+        };
+        let st = write_iolist(&mut w, &l, WritePolicy::vectored()).unwrap();
+        assert_eq!(w.out.len(), 3000);
+        assert_eq!(st.bytes_copied, 0);
+        assert_eq!(w.calls, vec![1024, 1024, 952]);
+    }
+
+    #[test]
+    fn short_writes_resume_at_the_right_byte() {
+        let l = sample();
+        for cap in [1, 2, 3, 7, 64, 1000] {
+            for policy in [
+                WritePolicy::flatten(),
+                WritePolicy::vectored(),
+                WritePolicy::default(),
+                WritePolicy::new(100, 3),
+            ] {
+                let mut w = Chunky {
+                    out: vec![],
+                    cap,
+                    calls: vec![],
+                };
+                write_iolist(&mut w, &l, policy).unwrap();
+                assert_eq!(w.out, l.to_vec(), "cap {cap} policy {policy:?}");
+                assert!(w.calls.iter().all(|&n| n <= policy.iov_limit()));
+            }
+        }
+    }
+
+    #[test]
+    fn lone_short_segment_is_not_copied() {
+        let mut l = IoList::new();
+        l.push_bytes(Bytes::from(vec![1; 5000]));
+        l.push_static(b"tiny");
+        l.push_bytes(Bytes::from(vec![2; 5000]));
+        let mut w = Chunky {
+            out: vec![],
+            cap: usize::MAX,
+            calls: vec![],
+        };
+        let st = write_iolist(&mut w, &l, WritePolicy::new(1024, 64)).unwrap();
+        assert_eq!(st.bytes_copied, 0);
+        assert_eq!(st.iovecs, 3);
+    }
+
+    #[test]
+    fn zero_write_is_an_error_not_a_hang() {
+        struct Zero;
+        impl Write for Zero {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Ok(0)
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let err = write_iolist(&mut Zero, &sample(), WritePolicy::default()).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WriteZero);
+    }
+
+    #[test]
+    fn empty_list_makes_no_call() {
+        let mut w = Chunky {
+            out: vec![],
+            cap: 10,
+            calls: vec![],
+        };
+        let st = write_iolist(&mut w, &IoList::new(), WritePolicy::default()).unwrap();
+        assert!(w.calls.is_empty());
+        assert_eq!(st, WriteStats::default());
+    }
+
+    #[test]
+    fn zero_max_iov_is_taken_as_one() {
+        let l = sample();
+        let mut w = Chunky {
+            out: vec![],
+            cap: usize::MAX,
+            calls: vec![],
+        };
+        write_iolist(&mut w, &l, WritePolicy::new(0, 0)).unwrap();
+        assert_eq!(w.out, l.to_vec());
+        assert!(w.calls.iter().all(|&n| n == 1));
+    }
+}
