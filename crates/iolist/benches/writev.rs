@@ -53,7 +53,7 @@ fn body(total: usize, seg: usize, addrs: Addrs) -> Body {
     let n = total.div_ceil(seg);
     let seg = seg.min(total);
     let mut list = IoList::new();
-    list.push_copy(&vec![b'h'; HEAD_LEN]);
+    list.push_copy(&[b'h'; HEAD_LEN]);
     match addrs {
         Addrs::Shared => {
             let lit: &'static [u8] = Box::leak(vec![b'x'; seg].into_boxed_slice());
