@@ -1,0 +1,112 @@
+//! The error type of every store operation.
+
+use crate::types::ExpectedVersion;
+
+/// Everything that can go wrong in a store operation.
+///
+/// Callers match on [`Error::WrongExpectedVersion`] (optimistic concurrency) and on
+/// [`Error::StreamNotFound`]; the other variants are reported, not handled.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The stream's current version did not satisfy the append's expectation; nothing was stored.
+    #[error("wrong expected version: expected {expected}, actual {}", display_actual(*.actual))]
+    WrongExpectedVersion {
+        /// What the caller asked for.
+        expected: ExpectedVersion,
+        /// The version of the stream's last event, `None` when the stream has no events.
+        actual: Option<u64>,
+    },
+    /// The stream has no events.
+    #[error("stream {0:?} not found")]
+    StreamNotFound(String),
+    /// An event id of the append is already stored somewhere else than this append would put it,
+    /// so the append is neither new nor a retry of an earlier one; nothing was stored.
+    #[error("event id {0} is already stored at another place")]
+    DuplicateEventId(uuid::Uuid),
+    /// The request is malformed (bad stream name, empty or oversized append, bad URL...).
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// The store's URL could not be understood.
+    #[error("invalid store URL {url:?}: {reason}")]
+    InvalidUrl {
+        /// The URL given to [`crate::Store::open`].
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The database file or schema was written by a newer version of this crate.
+    #[error("database schema version {found} is newer than the supported {supported}")]
+    SchemaTooNew {
+        /// Version found in `schema_version`.
+        found: i64,
+        /// Highest version this build knows.
+        supported: i64,
+    },
+    /// PostgreSQL reported an error or the connection failed.
+    #[error("postgres: {}", describe_pg(.0))]
+    Postgres(#[from] tokio_postgres::Error),
+    /// No PostgreSQL connection could be taken from the pool.
+    #[error("postgres pool: {0}")]
+    Pool(#[from] deadpool_postgres::PoolError),
+    /// SQLite reported an error.
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// A file-system operation failed (creating the SQLite file's directory).
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+    /// Stored data could not be decoded (corrupt row, invalid JSON in storage).
+    #[error("corrupt stored data: {0}")]
+    Corrupt(String),
+    /// The store was closed (its writer thread or background task is gone).
+    #[error("the store is closed")]
+    Closed,
+}
+
+impl Error {
+    /// True for [`Error::WrongExpectedVersion`].
+    pub fn is_wrong_expected_version(&self) -> bool {
+        matches!(self, Error::WrongExpectedVersion { .. })
+    }
+
+    /// True when retrying the same call later may succeed: a lost connection, an exhausted pool,
+    /// a busy database. Subscriptions retry these silently.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            // No SQLSTATE: the connection failed. Class 08: connection exception; class 57:
+            // operator intervention (a terminated backend, a shutting-down server);
+            // 40001/40P01: serialization failure and deadlock, which a retry resolves.
+            Error::Postgres(e) => match e.code() {
+                None => true,
+                Some(code) => {
+                    let c = code.code();
+                    c.starts_with("08") || c.starts_with("57") || c == "40001" || c == "40P01"
+                }
+            },
+            Error::Pool(_) => true,
+            Error::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => matches!(
+                e.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ),
+            _ => false,
+        }
+    }
+}
+
+/// tokio-postgres displays a server error as just "db error"; show its severity, code and message.
+fn describe_pg(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} {}: {}", db.severity(), db.code().code(), db.message()),
+        None => e.to_string(),
+    }
+}
+
+fn display_actual(actual: Option<u64>) -> String {
+    match actual {
+        Some(v) => v.to_string(),
+        None => "no stream".to_owned(),
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,93 @@
+//! Append-only event streams for galleon: PostgreSQL for production, an embedded SQLite file as
+//! the default that needs no server, one API over both.
+//!
+//! # Main types
+//!
+//! - [`Store`] opens a backend by URL (`sqlite:./data/events.db` or `postgres://...`), creates or
+//!   migrates its schema, and offers [`Store::append`], [`Store::read_stream`],
+//!   [`Store::read_all`] and [`Store::subscribe_all`].
+//! - [`EventData`] goes in (id, type, JSON data, JSON metadata); [`RecordedEvent`] comes out,
+//!   with its stream `version` (0, 1, 2, ... per stream) and its `$all` `position` (strictly
+//!   increasing, with gaps).
+//! - [`ExpectedVersion`] guards an append (`Any`, `NoStream`, `StreamExists`, `Exact(v)`);
+//!   a conflict is [`Error::WrongExpectedVersion`]. Re-sending an append whose ids are already
+//!   stored at the same place returns the original [`AppendResult`] and stores nothing.
+//! - [`Subscription`] follows `$all`: stored events first, then live ones, each exactly once,
+//!   in increasing position, surviving dropped connections.
+//! - [`api::handle`] answers `POST /streams/{id}`, `GET /streams/{id}` and `GET /all` for any
+//!   HTTP server; [`api::sse_frame`] formats `GET /all/subscribe` frames.
+//!
+//! # Example
+//!
+//! ```
+//! use futures::StreamExt;
+//! use galleon_eventstore::{Direction, EventData, ExpectedVersion, Store};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let store = Store::open(&format!("sqlite:{}/data/events.db", dir.path().display())).await?;
+//!
+//! let placed = EventData::json("OrderPlaced", &serde_json::json!({"order": 1, "total": 30}))?;
+//! let r = store.append("order-1", ExpectedVersion::NoStream, vec![placed.clone()]).await?;
+//! assert_eq!((r.first_version, r.last_version), (0, 0));
+//!
+//! // A retry of the same append is answered from storage, not stored twice.
+//! assert_eq!(store.append("order-1", ExpectedVersion::NoStream, vec![placed]).await?, r);
+//!
+//! // A writer that expected another version loses.
+//! let late = EventData::json("OrderPaid", &serde_json::json!({"order": 1}))?;
+//! let err = store.append("order-1", ExpectedVersion::NoStream, vec![late]).await.unwrap_err();
+//! assert!(err.is_wrong_expected_version());
+//!
+//! let events = store.read_stream("order-1", 0, 100, Direction::Forward).await?;
+//! assert_eq!(events[0].event_type, "OrderPlaced");
+//!
+//! let mut all = store.subscribe_all(0);
+//! let first = all.next().await.expect("a subscription never ends on its own")?;
+//! assert_eq!(first.position, r.first_position);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Performance model
+//!
+//! - **PostgreSQL append = one round trip.** All events of a call travel as six array
+//!   parameters of one prepared `SELECT galleon_append(...)`; the server-side function checks
+//!   idempotency, locks the stream's row (`FOR UPDATE`: writers of *one* stream queue, writers of
+//!   different streams never do), and inserts every event with one
+//!   `INSERT ... SELECT FROM unnest(...)`. No SQL text is built per call or per event.
+//!   Cost: one network round trip + one commit (PostgreSQL group-commits concurrent writers).
+//! - **`$all` order without a global lock.** An event's position is its transaction id shifted
+//!   left 16 bits plus its index in the append. `$all` is read only below the oldest transaction
+//!   still running (`pg_snapshot_xmin`), so a slow transaction holding an earlier position can
+//!   never commit behind a reader: readers wait for it instead. See `DESIGN-NOTES.md`.
+//! - **SQLite append = a queue hop + a share of one fsync.** One writer thread takes up to 128
+//!   queued calls, runs each in a savepoint of one transaction and commits once (WAL,
+//!   `synchronous=FULL`). Readers use their own connections on the blocking pool.
+//! - **Reads = one indexed range query.** `(stream_id, version)` for streams, the primary key
+//!   for `$all`; JSON stays text end to end ([`Json`]): checked once on the way in, never
+//!   parsed again on the way out.
+//! - **Subscriptions** wake on in-process signals and PostgreSQL `NOTIFY` (sent outside the
+//!   append transactions, one per burst), and re-read every
+//!   [`SUBSCRIPTION_POLL_INTERVAL`] anyway, so a lost wake-up only delays.
+//!
+//! Bench: `cargo bench -p galleon-eventstore` prints the seed's suite on both backends beside
+//! the naive and global-lock baselines.
+
+#![forbid(unsafe_code)]
+
+pub mod api;
+mod error;
+mod postgres;
+mod sqlite;
+mod store;
+mod types;
+
+pub use error::{Error, Result};
+pub use postgres::DEFAULT_POOL_SIZE;
+pub use store::{OpenOptions, SUBSCRIPTION_BATCH, SUBSCRIPTION_POLL_INTERVAL, Store, Subscription};
+pub use types::{
+    AppendResult, Direction, EventData, ExpectedVersion, Json, MAX_APPEND_EVENTS,
+    MAX_EVENT_TYPE_BYTES, MAX_READ_EVENTS, MAX_STREAM_ID_BYTES, RecordedEvent, validate_stream_id,
+};
