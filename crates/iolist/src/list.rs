@@ -14,6 +14,9 @@ pub(crate) enum Seg {
     Shared(Bytes),
     /// A run of the list's own scratch buffer: small pieces copied as they were pushed.
     Scratch { off: usize, len: usize },
+    /// A run of one of the list's pinned allocations (see [`IoList::pin`]): shared bytes held
+    /// without touching their reference count.
+    Pinned { pin: u32, off: usize, len: usize },
     /// A whole other list, shared. Its bytes stand here in order.
     List(Arc<IoList>),
 }
@@ -33,6 +36,8 @@ pub(crate) enum Seg {
 pub struct IoList {
     segs: Vec<Seg>,
     scratch: Vec<u8>,
+    /// Allocations this list holds one reference to, so that segments inside them need none.
+    pins: Vec<Bytes>,
     len: usize,
     /// Number of leaf segments, nested lists counted by their own leaves.
     leaves: usize,
@@ -44,6 +49,7 @@ impl IoList {
         IoList {
             segs: Vec::new(),
             scratch: Vec::new(),
+            pins: Vec::new(),
             len: 0,
             leaves: 0,
         }
@@ -54,6 +60,7 @@ impl IoList {
         IoList {
             segs: Vec::with_capacity(segments),
             scratch: Vec::with_capacity(scratch),
+            pins: Vec::new(),
             len: 0,
             leaves: 0,
         }
@@ -103,6 +110,53 @@ impl IoList {
         self.len += b.len();
         self.leaves += 1;
         self.segs.push(Seg::Shared(b));
+    }
+
+    /// Pins `b`: the list keeps one reference to it, and every later [`IoList::push_shared`] of
+    /// bytes that lie inside `b` is stored as an offset into it, with no reference-count traffic.
+    ///
+    /// This is how a template render references its compiled static text: one pin per render
+    /// instead of one atomic increment (and decrement) per static piece, on a count that every
+    /// worker thread rendering the same template would otherwise contend for. Pinning bytes that
+    /// are already pinned is a no-op.
+    pub fn pin(&mut self, b: &Bytes) {
+        if b.is_empty() || self.find_pin(b).is_some() {
+            return;
+        }
+        self.pins.push(b.clone());
+    }
+
+    /// Appends shared bytes by reference. If they lie inside a pinned allocation, the segment is
+    /// an offset into it (no reference-count change); otherwise `b` is cloned (one increment).
+    #[inline]
+    pub fn push_shared(&mut self, b: &Bytes) {
+        if b.is_empty() {
+            return;
+        }
+        match self.find_pin(b) {
+            Some((pin, off)) => {
+                self.len += b.len();
+                self.leaves += 1;
+                self.segs.push(Seg::Pinned {
+                    pin,
+                    off,
+                    len: b.len(),
+                });
+            }
+            None => self.push_bytes(b.clone()),
+        }
+    }
+
+    /// Which pin holds `s`, and where. Two live allocations never overlap and `Bytes` never
+    /// change, so bytes whose addresses lie inside a pinned `Bytes` are that `Bytes`' bytes.
+    #[inline]
+    fn find_pin(&self, s: &[u8]) -> Option<(u32, usize)> {
+        let start = s.as_ptr() as usize;
+        let end = start + s.len();
+        self.pins.iter().enumerate().rev().find_map(|(i, p)| {
+            let ps = p.as_ptr() as usize;
+            (start >= ps && end <= ps + p.len()).then(|| (i as u32, start - ps))
+        })
     }
 
     /// Copies `s` into the list's scratch buffer. If the previous segment is also a scratch run,
@@ -170,6 +224,11 @@ impl IoList {
                 Seg::Static(s) => self.push_static(s),
                 Seg::Shared(b) => self.push_bytes(b.clone()),
                 Seg::Scratch { off, len } => self.push_copy(&other.scratch[*off..*off + *len]),
+                Seg::Pinned { pin, off, len } => {
+                    let p = &other.pins[*pin as usize];
+                    self.pin(p);
+                    self.push_shared(&p.slice(*off..*off + *len));
+                }
                 Seg::List(l) => self.push_shared_list(l.clone()),
             }
         }
@@ -179,6 +238,7 @@ impl IoList {
     pub fn clear(&mut self) {
         self.segs.clear();
         self.scratch.clear();
+        self.pins.clear();
         self.len = 0;
         self.leaves = 0;
     }
@@ -200,10 +260,14 @@ impl IoList {
     /// Flattens the list into one contiguous buffer (one allocation, one copy of every byte).
     pub fn to_bytes(&self) -> Bytes {
         // A list of exactly one shared segment needs no copy at all.
-        if self.leaves == 1
-            && let Some(Seg::Shared(b)) = self.segs.first()
-        {
-            return b.clone();
+        if self.leaves == 1 {
+            match self.segs.first() {
+                Some(Seg::Shared(b)) => return b.clone(),
+                Some(Seg::Pinned { pin, off, len }) => {
+                    return self.pins[*pin as usize].slice(*off..*off + *len);
+                }
+                _ => {}
+            }
         }
         let mut out = BytesMut::with_capacity(self.len);
         for s in self.segments() {
@@ -277,6 +341,12 @@ pub(crate) fn next_leaf<'a>(
             Seg::Scratch { off, len } => {
                 return Some((SegmentKind::Scratch, &list.scratch[*off..*off + *len]));
             }
+            Seg::Pinned { pin, off, len } => {
+                return Some((
+                    SegmentKind::Shared,
+                    &list.pins[*pin as usize][*off..*off + *len],
+                ));
+            }
             Seg::List(l) => stack.push((l, 0)),
         }
     }
@@ -288,6 +358,7 @@ impl fmt::Debug for IoList {
             .field("len", &self.len)
             .field("segments", &self.leaves)
             .field("scratch", &self.scratch.len())
+            .field("pins", &self.pins.len())
             .finish()
     }
 }
@@ -441,6 +512,33 @@ mod tests {
             ptr,
             "one shared segment flattens without a copy"
         );
+    }
+
+    #[test]
+    fn pinned_pieces_are_offsets_into_the_pin() {
+        let text = Bytes::from(b"<html>static text of a compiled template</html>".to_vec());
+        let mut l = IoList::new();
+        l.pin(&text);
+        l.pin(&text);
+        let before = Bytes::clone(&text); // count now: text + pin + before
+        l.push_shared(&text.slice(0..6));
+        l.push_shared(&text.slice(6..20));
+        let unpinned = Bytes::from(b"elsewhere".to_vec());
+        l.push_shared(&unpinned);
+        let segs: Vec<&[u8]> = l.segments().collect();
+        assert_eq!(segs[0].as_ptr(), text.as_ptr());
+        assert_eq!(segs[1].as_ptr(), text[6..].as_ptr());
+        assert_eq!(segs[2].as_ptr(), unpinned.as_ptr());
+        assert_eq!(&l.to_bytes()[..], b"<html>static text ofelsewhere");
+        assert_eq!(l.len(), 29);
+        drop(before);
+        // The pin keeps the text alive after every other handle is gone.
+        let expect = text.slice(0..20).to_vec();
+        drop(text);
+        assert_eq!(&l.to_vec()[..20], &expect[..]);
+        let mut copy = IoList::new();
+        copy.append(&l);
+        assert_eq!(copy, l);
     }
 
     #[test]

@@ -28,7 +28,22 @@ enum Op {
     Static(usize),
     Shared(Vec<u8>),
     Copy(Vec<u8>),
+    /// A slice of one pinned allocation (the way a template references its static text).
+    Pinned(usize, usize),
     Nested(Vec<Op>),
+}
+
+/// The allocation `Op::Pinned` slices, like a compiled template's text.
+fn pinned_text() -> Bytes {
+    static TEXT: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        Bytes::from(
+            (0..4000u32)
+                .map(|i| (i % 97) as u8 + 30)
+                .collect::<Vec<_>>(),
+        )
+    })
+    .clone()
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -36,6 +51,7 @@ fn op() -> impl Strategy<Value = Op> {
         (0..POOL.len()).prop_map(Op::Static),
         prop::collection::vec(any::<u8>(), 0..2500).prop_map(Op::Shared),
         prop::collection::vec(any::<u8>(), 0..300).prop_map(Op::Copy),
+        (0usize..4000, 0usize..4000).prop_map(|(a, b)| Op::Pinned(a.min(b), a.max(b))),
     ];
     leaf.prop_recursive(2, 64, 8, |inner| {
         prop::collection::vec(inner, 0..8).prop_map(Op::Nested)
@@ -49,6 +65,11 @@ fn build(ops: &[Op]) -> IoList {
             Op::Static(i) => l.push_static(POOL[*i]),
             Op::Shared(v) => l.push_bytes(Bytes::from(v.clone())),
             Op::Copy(v) => l.push_copy(v),
+            Op::Pinned(a, b) => {
+                let text = pinned_text();
+                l.pin(&text);
+                l.push_shared(&text.slice(*a..*b));
+            }
             Op::Nested(v) => {
                 let inner = build(v);
                 // Share some nested lists twice, to exercise `push_shared_list`.
@@ -63,6 +84,26 @@ fn build(ops: &[Op]) -> IoList {
         }
     }
     l
+}
+
+/// What `build(ops)` must hold, computed without `IoList`.
+fn expected(ops: &[Op]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for op in ops {
+        match op {
+            Op::Static(i) => out.extend_from_slice(POOL[*i]),
+            Op::Shared(v) | Op::Copy(v) => out.extend_from_slice(v),
+            Op::Pinned(a, b) => out.extend_from_slice(&pinned_text()[*a..*b]),
+            Op::Nested(v) => {
+                let inner = expected(v);
+                out.extend_from_slice(&inner);
+                if v.len() % 2 == 0 {
+                    out.extend_from_slice(&inner);
+                }
+            }
+        }
+    }
+    out
 }
 
 fn policy() -> impl Strategy<Value = WritePolicy> {
@@ -160,6 +201,7 @@ proptest! {
     #[test]
     fn segments_and_len_agree(ops in prop::collection::vec(op(), 0..40)) {
         let list = build(&ops);
+        prop_assert_eq!(list.to_vec(), expected(&ops));
         let total: usize = list.segments().map(<[u8]>::len).sum();
         prop_assert_eq!(total, list.len());
         prop_assert_eq!(list.segments().count(), list.segment_count());
