@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod render;
 mod serve;
+mod site;
 mod trace;
 
 /// galleon: templates compiled to I/O lists, served with one gathered write.

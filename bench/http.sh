@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# bench/http.sh: galleon's HTTP server against its peers, in one run, on loopback only.
+#
+#   bench/http.sh                 # 5 s per row, 3 rounds (about 4 minutes in all)
+#   DUR=10 ROUNDS=5 bench/http.sh # longer
+#
+# Rows (wrk -t2 -c50, DUR seconds each, 127.0.0.1 only; every row run ROUNDS times round-robin,
+# the median shown):
+#   /blah?iters=1000, /blah-split?iters=1000, /blah?iters=10, each served by
+#   - galleon under each write policy (the policy picked per request with x-galleon-write-policy),
+#     rendering every request;
+#   - hyper-peer (bench/peers/hyper-peer): hyper 1.x holding galleon's exact bytes pre-flattened;
+#   - beam_peer (bench/peers/beam_peer.erl): the Erlang VM sending the same templates as I/O lists
+#     of module literals.
+# Then /doom?iters=10000000 (3.01 GB) downloaded once with curl from a fresh galleon, a fresh BEAM
+# and raw-sender (pre-flattened blocks, blocking writes): throughput and each server's peak RSS.
+#
+# Needs: cargo, wrk, curl, erl/erlc (Debian: apt-get install wrk curl erlang-nox).
+set -euo pipefail
+
+DUR=${DUR:-5}
+ROUNDS=${ROUNDS:-3}
+THREADS=2
+CONNS=50
+DOOM_ITERS=${DOOM_ITERS:-10000000}
+DOOM_ROUNDS=${DOOM_ROUNDS:-2}
+# Ports for the run; all on 127.0.0.1.
+P_GALLEON=${P_GALLEON:-4101}
+P_HYPER=${P_HYPER:-4102}
+P_BEAM=${P_BEAM:-4103}
+P_RAW=${P_RAW:-4104}
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+for tool in wrk curl erl erlc cargo; do
+    command -v "$tool" >/dev/null || { echo "bench/http.sh: $tool is missing" >&2; exit 1; }
+done
+
+TMP=$(mktemp -d)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+echo "== building (release)" >&2
+cargo build --release -q -p galleon
+cargo build --release -q --manifest-path bench/peers/hyper-peer/Cargo.toml
+erlc -o "$TMP" bench/peers/beam_peer.erl
+GALLEON=$ROOT/target/release/galleon
+PEERS=$ROOT/bench/peers/hyper-peer/target/release
+
+wait_port() { # port
+    for _ in $(seq 1 200); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        sleep 0.05
+    done
+    echo "bench/http.sh: nothing listening on port $1" >&2
+    exit 1
+}
+
+start_galleon() {
+    "$GALLEON" serve --addr "127.0.0.1:$P_GALLEON" --trace-endpoint off 2>"$TMP/galleon.log" &
+    GALLEON_PID=$!
+    PIDS+=("$GALLEON_PID")
+    wait_port "$P_GALLEON"
+}
+
+start_beam() {
+    erl -noshell -pa "$TMP" -eval "beam_peer:start($P_BEAM)" >"$TMP/beam.out" 2>"$TMP/beam.log" &
+    BEAM_PID=$!
+    PIDS+=("$BEAM_PID")
+    wait_port "$P_BEAM"
+}
+
+TARGETS=("/blah?iters=1000" "/blah-split?iters=1000" "/blah?iters=10")
+
+start_galleon
+# The peers get galleon's exact bytes.
+HYPER_ARGS=()
+i=0
+for t in "${TARGETS[@]}"; do
+    curl -sf "http://127.0.0.1:$P_GALLEON$t" -o "$TMP/body$i"
+    HYPER_ARGS+=("$t=$TMP/body$i")
+    i=$((i + 1))
+done
+"$PEERS/hyper-peer" "127.0.0.1:$P_HYPER" "${HYPER_ARGS[@]}" 2>"$TMP/hyper.log" &
+HYPER_PID=$!
+PIDS+=("$HYPER_PID")
+start_beam
+wait_port "$P_HYPER"
+
+i=0
+for t in "${TARGETS[@]}"; do
+    for p in "$P_HYPER" "$P_BEAM"; do
+        curl -sf "http://127.0.0.1:$p$t" -o "$TMP/check"
+        cmp -s "$TMP/check" "$TMP/body$i" || {
+            echo "bench/http.sh: port $p serves different bytes for $t" >&2
+            exit 1
+        }
+    done
+    i=$((i + 1))
+done
+
+# wrk's "Transfer/sec: 411.32MB" in MB/s.
+to_mb() {
+    awk -v v="$1" 'BEGIN {
+        n = v + 0; u = v; sub(/^[0-9.]+/, "", u);
+        if (u == "GB") n *= 1024; else if (u == "KB") n /= 1024; else if (u == "B") n /= 1048576;
+        printf "%.1f", n }'
+}
+
+# CPU time (user + system, in clock ticks) a process has used so far.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+TICK_US=$(awk -v hz="$(getconf CLK_TCK)" 'BEGIN { print 1000000 / hz }')
+
+# One wrk row: prints "req/s MB/s server-CPU-us-per-request [errors]". The server's CPU per
+# request is the steadier figure on a shared machine: other tenants slow a row down but do not
+# add to the server's own CPU time.
+run_wrk() { # pid url [header]
+    local pid=$1 url=$2 out t0 t1
+    t0=$(cpu_ticks "$pid")
+    if [ $# -gt 2 ]; then
+        out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" -H "$3" "$url")
+    else
+        out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" "$url")
+    fi
+    t1=$(cpu_ticks "$pid")
+    local rps mbs errs reqs cpu
+    rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")
+    mbs=$(to_mb "$(awk '/^Transfer\/sec:/ {print $2}' <<<"$out")")
+    reqs=$(awk '/requests in/ {print $1}' <<<"$out")
+    cpu=$(awk -v d="$((t1 - t0))" -v n="$reqs" -v us="$TICK_US" 'BEGIN { printf "%.1f", d * us / n }')
+    errs=$(awk '/Socket errors|Non-2xx/ {printf "%s ", $0}' <<<"$out")
+    echo "$rps $mbs $cpu ${errs:-}"
+}
+
+echo "== wrk -t$THREADS -c$CONNS -d${DUR}s per row, $ROUNDS rounds, $(nproc) cores, $(date -u +%FT%TZ)" >&2
+# Rows run round-robin, ROUNDS times, and the table shows each row's median: on a shared machine
+# the background load drifts, and interleaving spreads the drift over every server alike.
+SERVERS=("galleon default" "galleon flatten" "galleon vectored" hyper beam)
+declare -A RPS=() MBS=() CPU=()
+for round in $(seq 1 "$ROUNDS"); do
+    for t in "${TARGETS[@]}"; do
+        for s in "${SERVERS[@]}"; do
+            case $s in
+            galleon*) read -r rps mbs cpu errs < <(run_wrk "$GALLEON_PID" "http://127.0.0.1:$P_GALLEON$t" "x-galleon-write-policy: ${s#galleon }") ;;
+            hyper) read -r rps mbs cpu errs < <(run_wrk "$HYPER_PID" "http://127.0.0.1:$P_HYPER$t") ;;
+            beam) read -r rps mbs cpu errs < <(run_wrk "$BEAM_PID" "http://127.0.0.1:$P_BEAM$t") ;;
+            esac
+            [ -n "${errs:-}" ] && echo "  round $round, $s, $t: $errs" >&2
+            RPS["$t|$s"]="${RPS["$t|$s"]:-} $rps"
+            MBS["$t|$s"]="${MBS["$t|$s"]:-} $mbs"
+            CPU["$t|$s"]="${CPU["$t|$s"]:-} $cpu"
+        done
+    done
+    echo "  round $round done" >&2
+done
+
+median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { printf "%.1f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+printf '%-24s %-18s %10s %9s %9s %11s %9s   %s\n' "target" "server" "req/s" "MB/s" "vs hyper" "CPU us/req" "vs hyper" "req/s of each round"
+for t in "${TARGETS[@]}"; do
+    hyper_rps=$(median "${RPS["$t|hyper"]}")
+    hyper_cpu=$(median "${CPU["$t|hyper"]}")
+    for s in "${SERVERS[@]}"; do
+        rps=$(median "${RPS["$t|$s"]}")
+        mbs=$(median "${MBS["$t|$s"]}")
+        cpu=$(median "${CPU["$t|$s"]}")
+        ratio=$(awk -v a="$rps" -v b="$hyper_rps" 'BEGIN { printf "%.2fx", a / b }')
+        cratio=$(awk -v a="$cpu" -v b="$hyper_cpu" 'BEGIN { printf "%.2fx", a / b }')
+        printf '%-24s %-18s %10s %9s %9s %11s %9s  %s\n' "$t" "$s" "$rps" "$mbs" "$ratio" "$cpu" "$cratio" "${RPS["$t|$s"]}"
+    done
+done
+
+# /doom: DOOM_ROUNDS downloads per server, each server fresh, its RSS sampled every 20 ms; the
+# fastest download and the peak RSS over all of them are shown.
+doom_row() { # name pid port [policy]
+    local name=$1 pid=$2 port=$3 policy=${4:-default}
+    local base peak best="" res
+    base=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")
+    (
+        while kill -0 "$pid" 2>/dev/null; do
+            awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null
+            sleep 0.02
+        done
+    ) >"$TMP/rss.$name" &
+    local sampler=$!
+    for _ in $(seq 1 "$DOOM_ROUNDS"); do
+        res=$(curl -s -o /dev/null -w '%{size_download} %{time_total}' \
+            -H "x-galleon-write-policy: $policy" "http://127.0.0.1:$port/doom?iters=$DOOM_ITERS")
+        if [ -z "$best" ] || awk -v a="${res#* }" -v b="${best#* }" 'BEGIN { exit !(a < b) }'; then
+            best=$res
+        fi
+    done
+    kill "$sampler" 2>/dev/null || true
+    wait "$sampler" 2>/dev/null || true
+    peak=$(sort -n "$TMP/rss.$name" | tail -1)
+    local rss
+    rss=$(awk -v p="$peak" -v b="$base" 'BEGIN { printf "%.1f MiB peak (+%.1f MiB)", p / 1024, (p - b) / 1024 }')
+    set -- $best
+    awk -v n="$name" -v sz="$1" -v t="$2" -v r="$rss" -v it="$DOOM_ITERS" \
+        'BEGIN { printf "%-24s %-18s %8.2f s %10.1f MB/s  %s, %d bytes\n", "/doom?iters=" it, n, t, sz / t / 1048576, r, sz }'
+}
+
+kill "$GALLEON_PID" "$BEAM_PID" "$HYPER_PID" 2>/dev/null || true
+wait "$GALLEON_PID" "$BEAM_PID" "$HYPER_PID" 2>/dev/null || true
+# The doom block, 301 bytes: one iteration as galleon renders it.
+start_galleon
+curl -sf "http://127.0.0.1:$P_GALLEON/doom?iters=1" -o "$TMP/doom1"
+"$PEERS/raw-sender" "127.0.0.1:$P_RAW" "$TMP/doom1" 2>"$TMP/raw.log" &
+RAW_PID=$!
+PIDS+=("$RAW_PID")
+wait_port "$P_RAW"
+echo
+printf '%-24s %-18s %10s %15s  %s\n' "target" "server" "time" "throughput" "server RSS"
+kill "$GALLEON_PID"; wait "$GALLEON_PID" 2>/dev/null || true
+start_galleon
+doom_row "galleon default" "$GALLEON_PID" "$P_GALLEON"
+kill "$GALLEON_PID"; wait "$GALLEON_PID" 2>/dev/null || true
+start_galleon
+doom_row "galleon vectored" "$GALLEON_PID" "$P_GALLEON" vectored
+kill "$GALLEON_PID"; wait "$GALLEON_PID" 2>/dev/null || true
+start_beam
+doom_row "beam" "$BEAM_PID" "$P_BEAM"
+kill "$BEAM_PID"; wait "$BEAM_PID" 2>/dev/null || true
+doom_row "raw-sender" "$RAW_PID" "$P_RAW"

@@ -1,0 +1,108 @@
+//! Server configuration: the limits every connection obeys and the default write policy.
+
+use std::time::Duration;
+
+use galleon_iolist::WritePolicy;
+
+/// Default [`Limits::max_head_bytes`]: 16 KiB. nginx answers 431 past 8 KiB per header line
+/// (`large_client_header_buffers 4 8k`); 16 KiB for the whole block leaves room for big cookies
+/// while keeping a slow-drip attacker's buffer small.
+pub const DEFAULT_MAX_HEAD_BYTES: usize = 16 * 1024;
+
+/// Default [`Limits::max_headers`]: 64 header lines. hyper allows 100; real browsers send under 20.
+pub const DEFAULT_MAX_HEADERS: usize = 64;
+
+/// Default [`Limits::max_body_bytes`]: 8 MiB, enough for any event-store append batch we expect;
+/// larger uploads are refused with 413 before a byte of the body is read.
+pub const DEFAULT_MAX_BODY_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Default [`Limits::header_read_timeout`]: 10 s from a request's first byte (or a connection's
+/// opening) to its complete head. hyper's `header_read_timeout` defaults to 30 s; 10 s is still
+/// generous on loopback and cuts slowloris connections three times sooner.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default [`Limits::idle_timeout`]: 60 s between a response and the next request's first byte,
+/// near nginx's `keepalive_timeout 75s`.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Default [`Limits::write_timeout`]: 60 s for the socket to accept one response (or one chunk of
+/// a stream). A client that stops reading is dropped after this instead of pinning its task.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Default [`Limits::max_connections`]: 4096 open connections. Each costs a task plus its read
+/// buffer (about 8 KiB); the default `ulimit -n` of 1024 on many systems is the tighter bound.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+
+/// Default [`ServerConfig::shutdown_grace`]: in-flight responses get 30 s to finish after
+/// SIGINT/SIGTERM (systemd's default `TimeoutStopSec` is 90 s; Kubernetes gives 30 s).
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// What a connection may ask of the server before it is refused.
+///
+/// Every limit answers with a status and closes the connection: head over `max_head_bytes` or
+/// more than `max_headers` lines → 431; a body over `max_body_bytes` → 413; a head not complete
+/// within `header_read_timeout` → 408; no new request within `idle_timeout` → closed silently;
+/// more than `max_connections` at once → 503 for the newcomer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Largest request head (request line and headers) in bytes.
+    pub max_head_bytes: usize,
+    /// Most header lines in one request.
+    pub max_headers: usize,
+    /// Largest request body in bytes, `Content-Length` or chunked.
+    pub max_body_bytes: u64,
+    /// Time allowed from the first byte of a request head (or the connection's opening) to its
+    /// end; also the most a body read may stall.
+    pub header_read_timeout: Duration,
+    /// Time a kept-alive connection may wait for its next request.
+    pub idle_timeout: Duration,
+    /// Time the socket may take to accept one response or one chunk of a stream.
+    pub write_timeout: Duration,
+    /// Most connections open at once.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_head_bytes: DEFAULT_MAX_HEAD_BYTES,
+            max_headers: DEFAULT_MAX_HEADERS,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// Everything a [`Server`](crate::Server) is configured with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServerConfig {
+    /// Request limits and timeouts.
+    pub limits: Limits,
+    /// Write policy for responses that do not set their own.
+    pub write_policy: WritePolicy,
+    /// Log every write call and its segments to stderr (`--trace-writes`).
+    pub trace_writes: bool,
+    /// Record the writes of responses whose request carries `x-galleon-trace: TOKEN` and serve
+    /// them at `/.galleon/trace/TOKEN` (what `galleon trace` uses). Off by default: a trace shows
+    /// memory addresses.
+    pub trace_endpoint: bool,
+    /// How long in-flight responses may run after shutdown begins.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            limits: Limits::default(),
+            write_policy: WritePolicy::default(),
+            trace_writes: false,
+            trace_endpoint: false,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+        }
+    }
+}

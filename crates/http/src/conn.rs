@@ -1,0 +1,788 @@
+//! One connection: read a head, read its body, run the handler, write the response; repeat while
+//! the connection is kept alive. Requests are answered strictly in order, so pipelined requests
+//! simply wait in the read buffer.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+
+use bytes::{Bytes, BytesMut};
+use futures::{FutureExt, StreamExt};
+use galleon_iolist::{IoList, IoWriter, WriteStats};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::{Instant, timeout, timeout_at};
+
+use crate::config::ServerConfig;
+use crate::request::{HeadError, Method, Request, parse_head};
+use crate::response::{
+    BodyKind, ChunkIter, ChunkStream, Framing, KeepAlive, Response, StatusCode, write_head,
+};
+use crate::router::{Dispatch, Router, method_not_allowed};
+use crate::trace::{
+    ConnTracer, ResponseTrace, Syscall, TRACE_HEADER, TRACE_PATH_PREFIX, TraceStore, WriteRecord,
+    collect, log_record, valid_token,
+};
+
+/// Initial read buffer per connection: 8 KiB, hyper's `INIT_BUFFER_SIZE`; a typical request head
+/// is 200-800 bytes, so pipelined requests fit several to a read.
+const INIT_READ_BUF: usize = 8 * 1024;
+
+/// Most bytes reserved at once while reading a body, so a client's `content-length` claim does
+/// not make us allocate its full size before the bytes arrive. 64 KiB: one loopback read.
+const BODY_READ_CHUNK: usize = 64 * 1024;
+
+/// Longest chunk-size line in a chunked request body (`1f4;ext=value\r\n`): 1 KiB leaves room
+/// for chunk extensions, which nobody sends, while refusing a line that never ends.
+const MAX_CHUNK_LINE: usize = 1024;
+
+/// After an error response the connection is half-closed and the client's unread bytes are
+/// drained for up to this long, so the kernel does not answer them with a reset that destroys
+/// the response before the client reads it (what hyper and nginx's `lingering_close` do).
+const LINGER_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Most bytes drained while lingering (nginx drains without a byte limit but with a 5 s timer;
+/// 256 KiB is a large unread body's worth on loopback).
+const LINGER_MAX_BYTES: usize = 256 * 1024;
+
+/// What the connection shares with the server and every other connection.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) router: Router,
+    pub(crate) config: ServerConfig,
+    pub(crate) traces: TraceStore,
+}
+
+/// How reading a request failed.
+#[derive(Debug)]
+enum Fail {
+    /// Answer with this status, then close.
+    Status(StatusCode, &'static str),
+    /// The client went away or the socket failed: just close.
+    Close,
+}
+
+struct Conn {
+    stream: TcpStream,
+    buf: BytesMut,
+    writer: IoWriter,
+    msg: IoList,
+    fd: i32,
+    peer: SocketAddr,
+    sink: Option<Arc<Mutex<Option<ResponseTrace>>>>,
+    shared: Arc<Shared>,
+}
+
+/// Serves one connection until it closes, the client misbehaves, or the server shuts down.
+pub(crate) async fn serve_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let fd = stream.as_raw_fd();
+    let mut writer = IoWriter::new(shared.config.write_policy);
+    let mut sink = None;
+    if shared.config.trace_writes || shared.config.trace_endpoint {
+        let (tracer, s) = ConnTracer::new(fd, shared.config.trace_writes);
+        writer.set_tracer(Some(Box::new(tracer)));
+        sink = Some(s);
+    }
+    let mut conn = Conn {
+        stream,
+        buf: BytesMut::with_capacity(INIT_READ_BUF),
+        writer,
+        msg: IoList::new(),
+        fd,
+        peer,
+        sink,
+        shared,
+    };
+    conn.run(&mut shutdown).await;
+}
+
+impl Conn {
+    async fn run(&mut self, shutdown: &mut watch::Receiver<bool>) {
+        let mut first = true;
+        loop {
+            let req = match self.read_head(first, shutdown).await {
+                Ok(Some(r)) => r,
+                Ok(None) => return,
+                Err(f) => return self.fail(f).await,
+            };
+            first = false;
+            let mut req = req;
+            match self.read_body(&req).await {
+                Ok(b) => req.set_body(b),
+                Err(f) => return self.fail(f).await,
+            }
+            if req.minor_version() == 1 && req.header("host").is_none() {
+                return self
+                    .fail(Fail::Status(StatusCode::BAD_REQUEST, "missing host header"))
+                    .await;
+            }
+            let wants_keep_alive = match req.header("connection") {
+                Some(v) if has_token(v, "close") => false,
+                Some(v) if has_token(v, "keep-alive") => true,
+                _ => req.minor_version() == 1,
+            };
+            let head_only = *req.method() == Method::Head;
+            let minor = req.minor_version();
+            let token = if self.shared.config.trace_endpoint {
+                req.header(TRACE_HEADER)
+                    .filter(|t| valid_token(t))
+                    .map(|t| String::from_utf8_lossy(t).into_owned())
+            } else {
+                None
+            };
+            let label = token
+                .as_ref()
+                .map(|_| format!("{} {}", req.method(), req.target()));
+            let resp =
+                if self.shared.config.trace_endpoint && req.path().starts_with(TRACE_PATH_PREFIX) {
+                    self.trace_response(&req)
+                } else {
+                    run_handler(&self.shared.router, req).await
+                };
+            let keep = wants_keep_alive && !*shutdown.borrow();
+            match self
+                .write_response(resp, head_only, minor, keep, token, label, shutdown)
+                .await
+            {
+                Ok(true) => {}
+                Ok(false) => return self.linger().await,
+                Err(e) => {
+                    tracing::debug!(peer = %self.peer, error = %e, "connection closed while writing");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Reads until a complete head is in the buffer. `Ok(None)`: the connection is done (closed
+    /// by the client, idle too long, or the server is shutting down between requests).
+    async fn read_head(
+        &mut self,
+        first: bool,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<Option<Request>, Fail> {
+        let limits = self.shared.config.limits;
+        let now = Instant::now();
+        // The first request's head is timed from the connection's opening; later ones from
+        // their first byte, after an idle wait of up to `idle_timeout`.
+        let idle_deadline = now
+            + if first {
+                limits.header_read_timeout
+            } else {
+                limits.idle_timeout
+            };
+        let mut head_deadline =
+            (first || !self.buf.is_empty()).then(|| now + limits.header_read_timeout);
+        loop {
+            if !self.buf.is_empty() {
+                match parse_head(&self.buf, limits.max_headers) {
+                    Ok(Some((len, parsed))) => {
+                        if len > limits.max_head_bytes {
+                            return Err(Fail::Status(
+                                StatusCode::HEADERS_TOO_LARGE,
+                                "request head too large",
+                            ));
+                        }
+                        let head = self.buf.split_to(len).freeze();
+                        return Ok(Some(parsed.into_request(head, Some(self.peer))));
+                    }
+                    Ok(None) if self.buf.len() >= limits.max_head_bytes => {
+                        return Err(Fail::Status(
+                            StatusCode::HEADERS_TOO_LARGE,
+                            "request head too large",
+                        ));
+                    }
+                    Ok(None) => {}
+                    Err(HeadError::TooManyHeaders) => {
+                        return Err(Fail::Status(
+                            StatusCode::HEADERS_TOO_LARGE,
+                            "too many header lines",
+                        ));
+                    }
+                    Err(HeadError::Malformed) => {
+                        return Err(Fail::Status(StatusCode::BAD_REQUEST, "malformed request"));
+                    }
+                }
+            }
+            if self.buf.is_empty() && *shutdown.borrow() {
+                return Ok(None);
+            }
+            let deadline = if self.buf.is_empty() {
+                idle_deadline
+            } else {
+                *head_deadline.get_or_insert(now + limits.header_read_timeout)
+            };
+            reserve(&mut self.buf, INIT_READ_BUF);
+            let idle = self.buf.is_empty();
+            tokio::select! {
+                biased;
+                _ = shutdown.changed(), if idle => return Ok(None),
+                r = timeout_at(deadline, self.stream.read_buf(&mut self.buf)) => match r {
+                    Err(_) if self.buf.is_empty() => return Ok(None),
+                    Err(_) => {
+                        return Err(Fail::Status(
+                            StatusCode::REQUEST_TIMEOUT,
+                            "request head not received in time",
+                        ));
+                    }
+                    Ok(Ok(0)) | Ok(Err(_)) => return Ok(None),
+                    Ok(Ok(_)) => {
+                        if head_deadline.is_none() {
+                            head_deadline = Some(Instant::now() + limits.header_read_timeout);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads the body the head announces (`content-length` or chunked) in full.
+    async fn read_body(&mut self, req: &Request) -> Result<Bytes, Fail> {
+        let max = self.shared.config.limits.max_body_bytes;
+        let mut lengths = req
+            .headers()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+            .map(|(_, v)| v);
+        let first_len = lengths.next();
+        let mut tes = req
+            .headers()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("transfer-encoding"))
+            .map(|(_, v)| v);
+        let te = tes.next();
+        if tes.next().is_some() {
+            return Err(Fail::Status(
+                StatusCode::BAD_REQUEST,
+                "more than one transfer-encoding header",
+            ));
+        }
+        if let Some(te) = te {
+            if first_len.is_some() {
+                // RFC 9112 §6.3: both at once is a smuggling attempt until proven otherwise.
+                return Err(Fail::Status(
+                    StatusCode::BAD_REQUEST,
+                    "both content-length and transfer-encoding",
+                ));
+            }
+            if req.minor_version() == 0 {
+                return Err(Fail::Status(
+                    StatusCode::BAD_REQUEST,
+                    "transfer-encoding in an HTTP/1.0 request",
+                ));
+            }
+            if !trim(te).eq_ignore_ascii_case(b"chunked") {
+                return Err(Fail::Status(
+                    StatusCode::NOT_IMPLEMENTED,
+                    "only chunked transfer-encoding is supported",
+                ));
+            }
+            self.continue_if_expected(req).await?;
+            return self.read_chunked(max).await;
+        }
+        let Some(first_len) = first_len else {
+            return Ok(Bytes::new());
+        };
+        let n = parse_length(first_len)
+            .ok_or(Fail::Status(StatusCode::BAD_REQUEST, "bad content-length"))?;
+        for other in lengths {
+            if parse_length(other) != Some(n) {
+                return Err(Fail::Status(
+                    StatusCode::BAD_REQUEST,
+                    "conflicting content-length headers",
+                ));
+            }
+        }
+        if n > max {
+            return Err(Fail::Status(
+                StatusCode::CONTENT_TOO_LARGE,
+                "request body too large",
+            ));
+        }
+        let n = n as usize;
+        if self.buf.len() < n {
+            self.continue_if_expected(req).await?;
+        }
+        self.fill(n).await?;
+        Ok(self.buf.split_to(n).freeze())
+    }
+
+    /// Sends `100 Continue` when the client waits for it before sending its body.
+    async fn continue_if_expected(&mut self, req: &Request) -> Result<(), Fail> {
+        if req.minor_version() == 1
+            && req
+                .header("expect")
+                .is_some_and(|v| trim(v).eq_ignore_ascii_case(b"100-continue"))
+        {
+            self.stream
+                .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                .await
+                .map_err(|_| Fail::Close)?;
+        }
+        Ok(())
+    }
+
+    async fn read_chunked(&mut self, max: u64) -> Result<Bytes, Fail> {
+        let mut body = BytesMut::new();
+        loop {
+            let line = self.read_line(MAX_CHUNK_LINE).await?;
+            let size = line.split(|&b| b == b';').next().map(trim).unwrap_or(b"");
+            let size =
+                parse_hex(size).ok_or(Fail::Status(StatusCode::BAD_REQUEST, "bad chunk size"))?;
+            if size == 0 {
+                let mut trailers = 0;
+                loop {
+                    let l = self
+                        .read_line(self.shared.config.limits.max_head_bytes)
+                        .await?;
+                    if l.is_empty() {
+                        return Ok(body.freeze());
+                    }
+                    trailers += l.len() + 2;
+                    if trailers > self.shared.config.limits.max_head_bytes {
+                        return Err(Fail::Status(
+                            StatusCode::HEADERS_TOO_LARGE,
+                            "trailers too large",
+                        ));
+                    }
+                }
+            }
+            if body.len() as u64 + size > max {
+                return Err(Fail::Status(
+                    StatusCode::CONTENT_TOO_LARGE,
+                    "request body too large",
+                ));
+            }
+            let size = size as usize;
+            self.fill(size + 2).await?;
+            body.extend_from_slice(&self.buf[..size]);
+            if &self.buf[size..size + 2] != b"\r\n" {
+                return Err(Fail::Status(
+                    StatusCode::BAD_REQUEST,
+                    "chunk not followed by CRLF",
+                ));
+            }
+            let _ = self.buf.split_to(size + 2);
+        }
+    }
+
+    /// Reads one CRLF-terminated line (returned without the CRLF), at most `max` bytes long.
+    async fn read_line(&mut self, max: usize) -> Result<Bytes, Fail> {
+        let mut searched = 0;
+        loop {
+            if let Some(i) = self.buf[searched..].windows(2).position(|w| w == b"\r\n") {
+                let i = searched + i;
+                let line = self.buf.split_to(i + 2).freeze();
+                return Ok(line.slice(..i));
+            }
+            if self.buf.len() > max + 1 {
+                return Err(Fail::Status(StatusCode::BAD_REQUEST, "line too long"));
+            }
+            searched = self.buf.len().saturating_sub(1);
+            let want = self.buf.len() + 1;
+            self.fill(want).await?;
+        }
+    }
+
+    /// Reads until the buffer holds at least `n` bytes; each read may stall for at most the
+    /// header-read timeout.
+    async fn fill(&mut self, n: usize) -> Result<(), Fail> {
+        let t = self.shared.config.limits.header_read_timeout;
+        while self.buf.len() < n {
+            let want = (n - self.buf.len()).min(BODY_READ_CHUNK);
+            reserve(&mut self.buf, want);
+            match timeout(t, self.stream.read_buf(&mut self.buf)).await {
+                Err(_) => {
+                    return Err(Fail::Status(
+                        StatusCode::REQUEST_TIMEOUT,
+                        "request body not received in time",
+                    ));
+                }
+                Ok(Ok(0)) | Ok(Err(_)) => return Err(Fail::Close),
+                Ok(Ok(_)) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Answers a bad request and closes.
+    async fn fail(&mut self, f: Fail) {
+        let Fail::Status(status, why) = f else {
+            return;
+        };
+        tracing::debug!(peer = %self.peer, status = status.0, why, "refusing request");
+        let resp = Response::error(status, why);
+        let (status, headers, body, _) = resp.into_parts();
+        let mut msg = IoList::new();
+        let framing = Framing::Length(body.len().unwrap_or(0));
+        write_head(&mut msg, status, &headers, framing, KeepAlive::Close);
+        if let BodyKind::Full(b) = body.kind {
+            msg.push_list(b);
+        }
+        let t = self.shared.config.limits.write_timeout;
+        if let Ok(Ok(())) = timeout(t, self.writer.write_all_async(&mut self.stream, &msg)).await {
+            self.linger().await;
+        }
+    }
+
+    /// Half-closes and drains what the client still sends, briefly, so our last response is
+    /// not destroyed by a reset.
+    async fn linger(&mut self) {
+        if self.stream.shutdown().await.is_err() {
+            return;
+        }
+        let deadline = Instant::now() + LINGER_TIMEOUT;
+        let mut drained = 0;
+        let mut scratch = [0u8; 4096];
+        while drained < LINGER_MAX_BYTES {
+            match timeout_at(deadline, self.stream.read(&mut scratch)).await {
+                Ok(Ok(n)) if n > 0 => drained += n,
+                _ => return,
+            }
+        }
+    }
+
+    fn trace_response(&self, req: &Request) -> Response {
+        let token = &req.path()[TRACE_PATH_PREFIX.len()..];
+        match self.shared.traces.get(token) {
+            Some(t) => Response::text(StatusCode::OK, t.to_string()),
+            None => Response::error(StatusCode::NOT_FOUND, "no trace with that token"),
+        }
+    }
+
+    /// Writes one response. Returns whether the connection stays open.
+    #[allow(clippy::too_many_arguments)]
+    async fn write_response(
+        &mut self,
+        resp: Response,
+        head_only: bool,
+        minor: u8,
+        keep: bool,
+        token: Option<String>,
+        label: Option<String>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> io::Result<bool> {
+        let (status, headers, body, policy) = resp.into_parts();
+        self.writer
+            .set_policy(policy.unwrap_or(self.shared.config.write_policy));
+        let _ = self.writer.take_stats();
+        let tracing_this = match (&token, &self.sink) {
+            (Some(_), Some(sink)) => {
+                *sink.lock().unwrap_or_else(|p| p.into_inner()) = Some(ResponseTrace {
+                    request: format!("{} -> {}", label.unwrap_or_default(), status.0),
+                    ..ResponseTrace::default()
+                });
+                true
+            }
+            _ => false,
+        };
+        let mut keep = keep;
+        let framing = if status.is_bodiless() {
+            Framing::None
+        } else {
+            match &body.kind {
+                BodyKind::Full(l) => Framing::Length(l.len() as u64),
+                BodyKind::File(_, n) => Framing::Length(*n),
+                BodyKind::Stream(_) | BodyKind::Iter(_) if minor >= 1 => Framing::Chunked,
+                BodyKind::Stream(_) | BodyKind::Iter(_) => {
+                    keep = false;
+                    Framing::Close
+                }
+            }
+        };
+        let ka = match (keep, minor) {
+            (false, _) => KeepAlive::Close,
+            (true, 0) => KeepAlive::KeepAlive10,
+            (true, _) => KeepAlive::Default,
+        };
+        self.msg.clear();
+        write_head(&mut self.msg, status, &headers, framing, ka);
+        let send_body = !head_only && framing != Framing::None;
+        let mut extra = WriteStats::default();
+        let result = if !send_body {
+            self.write_msg().await
+        } else {
+            match body.kind {
+                BodyKind::Full(list) => {
+                    self.msg.push_list(list);
+                    self.write_msg().await
+                }
+                BodyKind::File(file, len) => match self.write_msg().await {
+                    Ok(()) => self.write_file(&file, len, &mut extra).await,
+                    Err(e) => Err(e),
+                },
+                BodyKind::Iter(it) => {
+                    let chunks = offload_iter(it);
+                    self.write_chunks(chunks, false, framing == Framing::Chunked, shutdown)
+                        .await
+                }
+                BodyKind::Stream(s) => {
+                    self.write_chunks(s, true, framing == Framing::Chunked, shutdown)
+                        .await
+                }
+            }
+        };
+        self.msg.clear();
+        if tracing_this && let (Some(token), Some(sink)) = (token, &self.sink) {
+            let trace = sink.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(mut trace) = trace {
+                trace.stats = self.writer.take_stats();
+                trace.stats += extra;
+                self.shared.traces.put(token, trace);
+            }
+        }
+        result.map(|()| keep)
+    }
+
+    /// Writes `self.msg` under the write timeout.
+    async fn write_msg(&mut self) -> io::Result<()> {
+        let t = self.shared.config.limits.write_timeout;
+        match timeout(t, self.writer.write_all_async(&mut self.stream, &self.msg)).await {
+            Ok(r) => r,
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "client did not accept the response in time",
+            )),
+        }
+    }
+
+    async fn write_file(
+        &mut self,
+        file: &std::fs::File,
+        len: u64,
+        extra: &mut WriteStats,
+    ) -> io::Result<()> {
+        let fd = self.fd;
+        let log = self.shared.config.trace_writes;
+        let sink = self.sink.clone();
+        let t = self.shared.config.limits.write_timeout;
+        let on_call = |offered: usize, r: &io::Result<usize>| {
+            extra.syscalls += 1;
+            extra.iovecs += 1;
+            if let Ok(n) = r {
+                extra.bytes += *n as u64;
+                extra.bytes_referenced += *n as u64;
+                if *n < offered {
+                    extra.short_writes += 1;
+                }
+            }
+            if log || sink.is_some() {
+                let rec = WriteRecord {
+                    syscall: Syscall::Sendfile,
+                    fd,
+                    iovcnt: 1,
+                    offered: offered as u64,
+                    result: match r {
+                        Ok(n) => Ok(*n as u64),
+                        Err(e) => Err(e.to_string()),
+                    },
+                    segments: Vec::new(),
+                };
+                if log {
+                    log_record(&rec);
+                }
+                if let Some(s) = &sink {
+                    collect(s, rec);
+                }
+            }
+        };
+        match timeout(
+            t,
+            crate::sendfile::send_file(&mut self.stream, file, 0, len, on_call),
+        )
+        .await
+        {
+            Ok(r) => r.map(|_| ()),
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "client did not accept the file in time",
+            )),
+        }
+    }
+
+    /// Writes a body chunk by chunk: each chunk goes out (with the head in front of the first)
+    /// before the next is awaited. A client that closes while the body is waiting for its next
+    /// chunk ends it at once; so does server shutdown when `end_on_shutdown` (event streams, which
+    /// would otherwise never end; a rendered page instead runs on to its end within the grace).
+    async fn write_chunks(
+        &mut self,
+        mut chunks: ChunkStream,
+        end_on_shutdown: bool,
+        chunked: bool,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> io::Result<()> {
+        let mut head_pending = true;
+        let max_buffered = self.shared.config.limits.max_head_bytes;
+        loop {
+            let next = loop {
+                let reading = self.buf.len() < max_buffered;
+                reserve(&mut self.buf, INIT_READ_BUF);
+                tokio::select! {
+                    biased;
+                    _ = shutdown.changed(), if end_on_shutdown => break None,
+                    item = chunks.next() => break item,
+                    r = self.stream.read_buf(&mut self.buf), if reading => match r {
+                        Ok(0) | Err(_) => {
+                            return Err(io::Error::new(
+                                io::ErrorKind::ConnectionAborted,
+                                "client closed during a stream",
+                            ));
+                        }
+                        // A pipelined request: keep it for after the stream.
+                        Ok(_) => {}
+                    },
+                }
+            };
+            let chunk = match next {
+                None => break,
+                Some(Err(e)) => {
+                    tracing::warn!(peer = %self.peer, error = %e, "body stream failed; closing");
+                    return Err(io::Error::other(e));
+                }
+                Some(Ok(c)) if c.is_empty() => continue,
+                Some(Ok(c)) => c,
+            };
+            if !head_pending {
+                self.msg.clear();
+            }
+            head_pending = false;
+            if chunked {
+                let mut hex = [0u8; 16];
+                self.msg.push_copy(fmt_hex(chunk.len(), &mut hex));
+                self.msg.push_copy(b"\r\n");
+                self.msg.push_list(chunk);
+                self.msg.push_static(b"\r\n");
+            } else {
+                self.msg.push_list(chunk);
+            }
+            self.write_msg().await?;
+        }
+        if !head_pending {
+            self.msg.clear();
+        }
+        if chunked {
+            self.msg.push_static(b"0\r\n\r\n");
+        }
+        self.write_msg().await
+    }
+}
+
+/// Chunks a computed body may run ahead of the socket: one waiting in the channel (plus the one
+/// being computed, blocked until there is room). One is enough to overlap computing a chunk with
+/// writing the previous one; more would only hold memory.
+const ITER_AHEAD: usize = 1;
+
+/// Runs a chunk iterator on tokio's blocking pool, so computing a chunk (a template render)
+/// never occupies a request worker and overlaps with the socket write of the previous chunk.
+/// When the connection drops the receiver, the producer's next send fails and it stops: at most
+/// [`ITER_AHEAD`] + 1 chunks are computed that nobody reads.
+fn offload_iter(mut it: ChunkIter) -> ChunkStream {
+    let (tx, rx) = tokio::sync::mpsc::channel(ITER_AHEAD);
+    tokio::task::spawn_blocking(move || {
+        for item in it.by_ref() {
+            if tx.blocking_send(item).is_err() {
+                break;
+            }
+        }
+    });
+    Box::pin(futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    }))
+}
+
+/// Routes a request and runs its handler, turning a handler panic into a 500.
+pub(crate) async fn run_handler(router: &Router, mut req: Request) -> Response {
+    match router.dispatch(req.method(), req.path()) {
+        Dispatch::Handler(h, params) => {
+            req.set_params(params);
+            let fut = std::panic::catch_unwind(AssertUnwindSafe(|| h.call(req)));
+            let r = match fut {
+                Ok(f) => AssertUnwindSafe(f).catch_unwind().await,
+                Err(p) => Err(p),
+            };
+            r.unwrap_or_else(|_| {
+                tracing::error!("handler panicked");
+                Response::error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+            })
+        }
+        Dispatch::MethodNotAllowed(allowed) => method_not_allowed(&allowed),
+        Dispatch::NotFound => Response::not_found(),
+    }
+}
+
+fn reserve(buf: &mut BytesMut, at_least: usize) {
+    if buf.capacity() - buf.len() < at_least {
+        buf.reserve(at_least);
+    }
+}
+
+fn trim(v: &[u8]) -> &[u8] {
+    v.trim_ascii()
+}
+
+fn has_token(v: &[u8], token: &str) -> bool {
+    v.split(|&b| b == b',')
+        .any(|t| trim(t).eq_ignore_ascii_case(token.as_bytes()))
+}
+
+/// A `content-length` value: decimal digits only, no sign, no spaces inside, fits in a u64.
+fn parse_length(v: &[u8]) -> Option<u64> {
+    let v = trim(v);
+    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(v).ok()?.parse().ok()
+}
+
+/// A chunk size: 1 to 15 hex digits (15 keeps the sum of chunk sizes far from overflow).
+fn parse_hex(v: &[u8]) -> Option<u64> {
+    if v.is_empty() || v.len() > 15 || !v.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    u64::from_str_radix(std::str::from_utf8(v).ok()?, 16).ok()
+}
+
+fn fmt_hex(mut n: usize, buf: &mut [u8; 16]) -> &[u8] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = DIGITS[n & 15];
+        n >>= 4;
+        if n == 0 {
+            break;
+        }
+    }
+    &buf[i..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lengths_and_sizes() {
+        assert_eq!(parse_length(b"0"), Some(0));
+        assert_eq!(parse_length(b" 42 "), Some(42));
+        assert_eq!(parse_length(b"+1"), None);
+        assert_eq!(parse_length(b"-1"), None);
+        assert_eq!(parse_length(b"1 2"), None);
+        assert_eq!(parse_length(b""), None);
+        assert_eq!(parse_length(b"99999999999999999999"), None);
+        assert_eq!(parse_hex(b"1f4"), Some(500));
+        assert_eq!(parse_hex(b"0x10"), None);
+        assert_eq!(parse_hex(b"ffffffffffffffff"), None);
+        let mut b = [0u8; 16];
+        assert_eq!(fmt_hex(0, &mut b), b"0");
+        assert_eq!(fmt_hex(500, &mut b), b"1f4");
+        assert!(has_token(b"keep-alive, Upgrade", "upgrade"));
+        assert!(!has_token(b"closed", "close"));
+    }
+}

@@ -1,0 +1,97 @@
+//! # galleon-http
+//!
+//! HTTP/1.1 on tokio whose responses are I/O lists: the head and the body of a response go to the
+//! socket together, as references, in as few `writev` calls as the [`WritePolicy`] allows; bodies
+//! too big to hold are streamed at the pace the socket accepts them; and every write can be seen.
+//!
+//! - [`Server`] accepts connections (at most [`Limits::max_connections`]), serves each on its own
+//!   task, and shuts down gracefully when its shutdown future completes ([`shutdown_signal`] for
+//!   SIGINT/SIGTERM).
+//! - [`Router`] maps method + path pattern (`/streams/{stream}`, `/static/{*path}`) to a
+//!   [`Handler`]: any `async` function from [`Request`] to [`Response`].
+//! - [`Response`] carries a [`Body`]: a whole [`IoList`] (sent with `content-length` from
+//!   [`IoList::len`]), a stream of `IoList` chunks (sent chunked, each chunk pulled only after the
+//!   previous one was written), or a file (sent with `sendfile`).
+//! - With [`ServerConfig::trace_writes`] every write call is logged like the seed's DTrace script
+//!   (`writev fd=12 iovcnt=11 bytes=410333`, then one line per segment); with
+//!   [`ServerConfig::trace_endpoint`] one response's writes can be fetched (see [`TRACE_HEADER`]).
+//!
+//! ```
+//! use galleon_http::{Client, IoList, Request, Response, Router, Server, ServerConfig};
+//!
+//! static GREETING: &str = "<p>Hello</p>\n";
+//!
+//! let rt = tokio::runtime::Runtime::new().unwrap();
+//! rt.block_on(async {
+//!     let router = Router::new().get("/hello", |req: Request| async move {
+//!         let mut page = IoList::new();
+//!         page.push_static_str(GREETING); // referenced, never copied
+//!         page.push_copy(req.query().as_bytes()); // small: copied into the list's scratch
+//!         Response::html(page)
+//!     });
+//!     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+//!     let addr = listener.local_addr().unwrap();
+//!     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//!     let server = tokio::spawn(Server::new(router, ServerConfig::default()).serve(
+//!         listener,
+//!         async move {
+//!             let _ = stopped.await;
+//!         },
+//!     ));
+//!     let resp = tokio::task::spawn_blocking(move || {
+//!         let mut c = Client::connect(addr, std::time::Duration::from_secs(5)).unwrap();
+//!         c.get("/hello?x=1", &[]).unwrap()
+//!     })
+//!     .await
+//!     .unwrap();
+//!     assert_eq!(resp.status, 200);
+//!     assert_eq!(resp.body, b"<p>Hello</p>\nx=1");
+//!     stop.send(()).unwrap();
+//!     server.await.unwrap().unwrap();
+//! });
+//! ```
+//!
+//! ## Performance model
+//! Per request: one `read` (pipelined requests share reads), one parse with `httparse` into
+//! ranges over the read buffer (no per-header allocation), the handler, and the response's head
+//! built into the connection's reused `IoList` scratch (one segment) in front of the body. The body
+//! is attached in O(1) ([`IoList::push_list`]), so nothing is flattened to learn its length. The
+//! writer then issues `ceil(iovecs / max_iov)` `writev` calls (more if the socket takes less),
+//! copying only the runs of segments shorter than `coalesce_below`. A streamed body costs one
+//! gathered write per chunk; a computed stream ([`Body::iter`]) renders on the blocking pool one
+//! chunk ahead of the socket, so at most three chunks are in memory per connection and the
+//! server's memory does not grow with the body's size. A file costs one `writev` for the head and one
+//! `sendfile` per socket-buffer's worth.
+//!
+//! ## Invariants
+//! - No request input panics the server or leaks a task: every read and write has a timeout,
+//!   every size a limit, and a panicking handler becomes a 500.
+//! - Responses on a connection go out in request order.
+
+mod client;
+mod config;
+mod conn;
+mod date;
+mod request;
+mod response;
+mod router;
+mod sendfile;
+mod server;
+mod trace;
+
+pub use client::{Client, ClientResponse};
+pub use config::{
+    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEAD_BYTES, DEFAULT_MAX_HEADERS, DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_WRITE_TIMEOUT, Limits, ServerConfig,
+};
+pub use galleon_iolist::{IoList, WritePolicy, WriteStats};
+pub use request::{Method, Request, parse_query, percent_decode};
+pub use response::{Body, BoxError, ChunkIter, ChunkStream, Response, StatusCode};
+pub use router::{Handler, ResponseFuture, Router};
+pub use server::{ServeSummary, Server, shutdown_signal};
+pub use trace::{
+    MAX_RECORDED_CALLS, MAX_RECORDED_SEGMENTS, MAX_TRACE_TOKEN, ResponseTrace, SHOWN_PREFIX,
+    SegmentRecord, Syscall, TRACE_HEADER, TRACE_PATH_PREFIX, TRACE_STORE_CAPACITY, WriteRecord,
+    valid_token,
+};

@@ -1,0 +1,414 @@
+//! `Request`: a parsed request head that borrows nothing (its strings are ranges into one shared
+//! buffer), its body, and the path parameters the router matched.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::ops::Range;
+
+use bytes::Bytes;
+
+/// An HTTP request method.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Method {
+    /// `GET`
+    Get,
+    /// `HEAD`: answered by the `GET` route when no `HEAD` route exists, without the body.
+    Head,
+    /// `POST`
+    Post,
+    /// `PUT`
+    Put,
+    /// `DELETE`
+    Delete,
+    /// `PATCH`
+    Patch,
+    /// `OPTIONS`
+    Options,
+    /// Any other token.
+    Other(String),
+}
+
+impl Method {
+    /// Parses a method token (case-sensitive, as RFC 9110 says).
+    pub fn from_token(s: &str) -> Method {
+        match s {
+            "GET" => Method::Get,
+            "HEAD" => Method::Head,
+            "POST" => Method::Post,
+            "PUT" => Method::Put,
+            "DELETE" => Method::Delete,
+            "PATCH" => Method::Patch,
+            "OPTIONS" => Method::Options,
+            other => Method::Other(other.to_owned()),
+        }
+    }
+
+    /// The method's token.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+            Method::Patch => "PATCH",
+            Method::Options => "OPTIONS",
+            Method::Other(s) => s,
+        }
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A request as a handler sees it: method, path, query, headers, body, matched path parameters.
+///
+/// The head's bytes are kept in one shared buffer and every string is a range into it, so parsing
+/// a request allocates one small vector for the header ranges and nothing else.
+#[derive(Clone)]
+pub struct Request {
+    method: Method,
+    head: Bytes,
+    path: Range<usize>,
+    query: Option<Range<usize>>,
+    headers: Vec<(Range<usize>, Range<usize>)>,
+    minor_version: u8,
+    body: Bytes,
+    peer: Option<SocketAddr>,
+    params: Vec<(String, String)>,
+}
+
+impl fmt::Debug for Request {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Request")
+            .field("method", &self.method)
+            .field("target", &self.target())
+            .field("headers", &self.headers.len())
+            .field("body", &self.body.len())
+            .field("params", &self.params)
+            .finish()
+    }
+}
+
+impl Request {
+    /// A request built by hand (for tests and for calling handlers directly). `target` is the
+    /// path with an optional `?query`.
+    pub fn new(method: Method, target: &str, headers: &[(&str, &str)], body: Bytes) -> Request {
+        let mut head = Vec::new();
+        head.extend_from_slice(target.as_bytes());
+        let mut ranges = Vec::new();
+        for (n, v) in headers {
+            let ns = head.len();
+            head.extend_from_slice(n.as_bytes());
+            let vs = head.len();
+            head.extend_from_slice(v.as_bytes());
+            ranges.push((ns..vs, vs..head.len()));
+        }
+        let (path, query) = split_target(0..target.len(), target.as_bytes());
+        Request {
+            method,
+            head: Bytes::from(head),
+            path,
+            query,
+            headers: ranges,
+            minor_version: 1,
+            body,
+            peer: None,
+            params: Vec::new(),
+        }
+    }
+
+    /// The method.
+    pub fn method(&self) -> &Method {
+        &self.method
+    }
+
+    /// The path, as sent (still percent-encoded), without the query.
+    pub fn path(&self) -> &str {
+        self.str_at(self.path.clone())
+    }
+
+    /// The raw query string after `?`, or `""`.
+    pub fn query(&self) -> &str {
+        self.query.clone().map_or("", |r| self.str_at(r))
+    }
+
+    /// The request target: path and `?query` as sent.
+    pub fn target(&self) -> &str {
+        let end = self.query.as_ref().map_or(self.path.end, |q| q.end);
+        self.str_at(self.path.start..end)
+    }
+
+    /// The query string decoded into `(name, value)` pairs, in order (`+` is a space, `%XX` a
+    /// byte; a pair that does not decode to UTF-8 is skipped).
+    pub fn query_pairs(&self) -> Vec<(String, String)> {
+        parse_query(self.query())
+    }
+
+    /// The first header with this name (ASCII case-insensitive), as bytes.
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .find(|(n, _)| self.head[n.clone()].eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, v)| &self.head[v.clone()])
+    }
+
+    /// The first header with this name, if it is valid UTF-8.
+    pub fn header_str(&self, name: &str) -> Option<&str> {
+        self.header(name).and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    /// Every header in order, names as sent.
+    pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
+        self.headers
+            .iter()
+            .map(|(n, v)| (self.str_at(n.clone()), &self.head[v.clone()]))
+    }
+
+    /// The request body (already read in full; chunked bodies are decoded).
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+
+    /// Takes the body out, leaving it empty.
+    pub fn take_body(&mut self) -> Bytes {
+        std::mem::take(&mut self.body)
+    }
+
+    /// A path parameter the router matched: `{name}` or `{*name}` in the route pattern.
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The peer's address, when the request came from a socket.
+    pub fn peer(&self) -> Option<SocketAddr> {
+        self.peer
+    }
+
+    /// HTTP minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
+    pub fn minor_version(&self) -> u8 {
+        self.minor_version
+    }
+
+    pub(crate) fn set_params(&mut self, params: Vec<(String, String)>) {
+        self.params = params;
+    }
+
+    pub(crate) fn set_body(&mut self, body: Bytes) {
+        self.body = body;
+    }
+
+    fn str_at(&self, r: Range<usize>) -> &str {
+        // Every range stored was checked to be UTF-8 (ASCII, in fact) when parsed.
+        std::str::from_utf8(&self.head[r]).unwrap_or("")
+    }
+}
+
+/// Why a request head was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeadError {
+    /// Not HTTP/1.x syntax: 400.
+    Malformed,
+    /// More header lines than allowed: 431.
+    TooManyHeaders,
+}
+
+/// Parses a complete head from `buf`. `Ok(None)` means more bytes are needed; on success returns
+/// the head's length in bytes and a request whose ranges are relative to `buf[..len]`.
+pub(crate) fn parse_head(
+    buf: &[u8],
+    max_headers: usize,
+) -> Result<Option<(usize, ParsedHead)>, HeadError> {
+    if max_headers <= STACK_HEADERS {
+        let mut storage = [httparse::EMPTY_HEADER; STACK_HEADERS];
+        parse_into(buf, &mut storage[..max_headers])
+    } else {
+        let mut storage = vec![httparse::EMPTY_HEADER; max_headers];
+        parse_into(buf, &mut storage)
+    }
+}
+
+/// Header slots kept on the stack while parsing: the default `max_headers`, so the common case
+/// allocates nothing (2 KiB of stack).
+const STACK_HEADERS: usize = crate::config::DEFAULT_MAX_HEADERS;
+
+fn parse_into<'b>(
+    buf: &'b [u8],
+    storage: &mut [httparse::Header<'b>],
+) -> Result<Option<(usize, ParsedHead)>, HeadError> {
+    let mut req = httparse::Request::new(storage);
+    let len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooManyHeaders),
+        Err(_) => return Err(HeadError::Malformed),
+    };
+    let base = buf.as_ptr() as usize;
+    let at = |s: &[u8]| {
+        let start = s.as_ptr() as usize - base;
+        start..start + s.len()
+    };
+    let method = Method::from_token(req.method.ok_or(HeadError::Malformed)?);
+    let target = req.path.ok_or(HeadError::Malformed)?;
+    if target.is_empty() {
+        return Err(HeadError::Malformed);
+    }
+    let minor_version = req.version.ok_or(HeadError::Malformed)?;
+    let mut headers = Vec::with_capacity(req.headers.len());
+    for h in req.headers.iter() {
+        headers.push((at(h.name.as_bytes()), at(h.value)));
+    }
+    let (path, query) = split_target(at(target.as_bytes()), buf);
+    Ok(Some((
+        len,
+        ParsedHead {
+            method,
+            path,
+            query,
+            headers,
+            minor_version,
+        },
+    )))
+}
+
+/// The parts of a head, before it is attached to its buffer.
+#[derive(Debug)]
+pub(crate) struct ParsedHead {
+    method: Method,
+    path: Range<usize>,
+    query: Option<Range<usize>>,
+    headers: Vec<(Range<usize>, Range<usize>)>,
+    minor_version: u8,
+}
+
+impl ParsedHead {
+    /// Attaches the head to its bytes (the `len` bytes `parse_head` consumed).
+    pub(crate) fn into_request(self, head: Bytes, peer: Option<SocketAddr>) -> Request {
+        Request {
+            method: self.method,
+            head,
+            path: self.path,
+            query: self.query,
+            headers: self.headers,
+            minor_version: self.minor_version,
+            body: Bytes::new(),
+            peer,
+            params: Vec::new(),
+        }
+    }
+}
+
+fn split_target(target: Range<usize>, buf: &[u8]) -> (Range<usize>, Option<Range<usize>>) {
+    match buf[target.clone()].iter().position(|&b| b == b'?') {
+        Some(q) => (
+            target.start..target.start + q,
+            Some(target.start + q + 1..target.end),
+        ),
+        None => (target, None),
+    }
+}
+
+/// Decodes `%XX` escapes (and, when `plus_is_space`, `+` as a space). `None` on a bad escape or
+/// a result that is not UTF-8.
+pub fn percent_decode(s: &str, plus_is_space: bool) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let hi = hex_val(*b.get(i + 1)?)?;
+                let lo = hex_val(*b.get(i + 2)?)?;
+                out.push(hi << 4 | lo);
+                i += 3;
+            }
+            b'+' if plus_is_space => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+fn hex_val(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Splits a query string into decoded pairs; `a` alone is `("a", "")`; bad pairs are skipped.
+pub fn parse_query(q: &str) -> Vec<(String, String)> {
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .filter_map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            Some((percent_decode(k, true)?, percent_decode(v, true)?))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_target_and_headers_as_ranges() {
+        let raw = b"GET /blah?iters=10&x=a+b%21 HTTP/1.1\r\nHost: h\r\nX-Y: z\r\n\r\nrest";
+        let (len, head) = parse_head(raw, 8).unwrap().unwrap();
+        assert_eq!(&raw[len..], b"rest");
+        let req = head.into_request(Bytes::copy_from_slice(&raw[..len]), None);
+        assert_eq!(req.method(), &Method::Get);
+        assert_eq!(req.path(), "/blah");
+        assert_eq!(req.query(), "iters=10&x=a+b%21");
+        assert_eq!(req.target(), "/blah?iters=10&x=a+b%21");
+        assert_eq!(req.header("host"), Some(&b"h"[..]));
+        assert_eq!(req.header_str("x-y"), Some("z"));
+        assert_eq!(
+            req.query_pairs(),
+            vec![("iters".into(), "10".into()), ("x".into(), "a b!".into())]
+        );
+    }
+
+    #[test]
+    fn partial_and_malformed_heads() {
+        assert!(
+            parse_head(b"GET / HTTP/1.1\r\nHost: h\r\n", 8)
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(
+            parse_head(b"GET / HTTP/1.1\r\nBad Header\r\n\r\n", 8).unwrap_err(),
+            HeadError::Malformed
+        );
+        assert_eq!(
+            parse_head(b"\x00\x01\x02 / HTTP/1.1\r\n\r\n", 8).unwrap_err(),
+            HeadError::Malformed
+        );
+        let many = b"GET / HTTP/1.1\r\na: 1\r\nb: 2\r\nc: 3\r\n\r\n";
+        assert_eq!(parse_head(many, 2).unwrap_err(), HeadError::TooManyHeaders);
+    }
+
+    #[test]
+    fn percent_decoding_rejects_bad_escapes() {
+        assert_eq!(percent_decode("a%2Fb", false).as_deref(), Some("a/b"));
+        assert_eq!(percent_decode("a+b", false).as_deref(), Some("a+b"));
+        assert_eq!(percent_decode("%zz", false), None);
+        assert_eq!(percent_decode("%4", false), None);
+        assert_eq!(percent_decode("%ff", false), None, "not UTF-8");
+    }
+}

@@ -1,0 +1,308 @@
+//! `Router`: method + path pattern → [`Handler`], with 404 and 405 answered for it.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use crate::request::{Method, Request, percent_decode};
+use crate::response::{Response, StatusCode};
+
+/// A boxed response future, what [`Handler::call`] returns.
+pub type ResponseFuture = Pin<Box<dyn Future<Output = Response> + Send + 'static>>;
+
+/// Anything that turns a request into a response, asynchronously.
+///
+/// Implemented for every `Fn(Request) -> impl Future<Output = Response>` that is `Send + Sync +
+/// 'static`, so an `async` closure or function is a handler. Blocking or CPU-heavy work belongs in
+/// `tokio::task::spawn_blocking` inside the handler, not on the connection's task. A handler that
+/// panics produces a 500 and the connection closes; the server keeps running.
+pub trait Handler: Send + Sync + 'static {
+    /// Handles one request.
+    fn call(&self, req: Request) -> ResponseFuture;
+}
+
+impl<F, Fut> Handler for F
+where
+    F: Fn(Request) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Response> + Send + 'static,
+{
+    fn call(&self, req: Request) -> ResponseFuture {
+        Box::pin(self(req))
+    }
+}
+
+/// One piece of a route pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    /// Must equal this segment.
+    Literal(String),
+    /// Any one non-empty segment, percent-decoded into a parameter.
+    Param(String),
+    /// The rest of the path (possibly empty), percent-decoded, `/`s included.
+    Rest(String),
+}
+
+/// A path pattern: `/streams/{stream}`, `/static/{*path}`, `/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pattern {
+    pieces: Vec<Piece>,
+}
+
+impl Pattern {
+    fn parse(p: &str) -> Pattern {
+        assert!(
+            p.starts_with('/'),
+            "route pattern {p:?} must start with '/'"
+        );
+        let mut pieces = Vec::new();
+        let segs: Vec<&str> = p[1..].split('/').collect();
+        for (i, s) in segs.iter().enumerate() {
+            if let Some(name) = s.strip_prefix("{*").and_then(|s| s.strip_suffix('}')) {
+                assert!(
+                    i + 1 == segs.len(),
+                    "{{*{name}}} must end the pattern {p:?}"
+                );
+                pieces.push(Piece::Rest(name.to_owned()));
+            } else if let Some(name) = s.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                pieces.push(Piece::Param(name.to_owned()));
+            } else {
+                pieces.push(Piece::Literal((*s).to_owned()));
+            }
+        }
+        Pattern { pieces }
+    }
+
+    /// Matches a raw (percent-encoded) path; returns the decoded parameters.
+    fn matches(&self, path: &str) -> Option<Vec<(String, String)>> {
+        let rest = path.strip_prefix('/')?;
+        let mut params = Vec::new();
+        let mut segs = rest.split('/');
+        let mut consumed = 0usize;
+        for piece in &self.pieces {
+            match piece {
+                Piece::Rest(name) => {
+                    let tail = rest.get(consumed..).unwrap_or("");
+                    params.push((name.clone(), percent_decode(tail, false)?));
+                    return Some(params);
+                }
+                Piece::Literal(lit) => {
+                    let s = segs.next()?;
+                    if s != lit {
+                        return None;
+                    }
+                    consumed += s.len() + 1;
+                }
+                Piece::Param(name) => {
+                    let s = segs.next()?;
+                    if s.is_empty() {
+                        return None;
+                    }
+                    params.push((name.clone(), percent_decode(s, false)?));
+                    consumed += s.len() + 1;
+                }
+            }
+        }
+        segs.next().is_none().then_some(params)
+    }
+}
+
+struct Route {
+    method: Method,
+    pattern: Pattern,
+    handler: Arc<dyn Handler>,
+}
+
+/// Routes requests to handlers by method and path pattern.
+///
+/// Patterns are `/`-separated segments: a literal, `{name}` (one non-empty segment) or, last,
+/// `{*name}` (the rest of the path). Parameters are percent-decoded and read with
+/// [`Request::param`]. Routes are tried in the order they were added. A path that matches some
+/// route but not for this method gets 405 with an `allow` header; `HEAD` falls back to the `GET`
+/// route (the server drops the body); no match at all goes to the fallback, 404 by default.
+///
+/// ```
+/// use galleon_http::{Method, Request, Response, Router};
+///
+/// let router = Router::new()
+///     .get("/hello", |_req: Request| async { Response::html("hi") })
+///     .route(Method::Post, "/streams/{stream}", |req: Request| async move {
+///         let name = req.param("stream").unwrap_or_default().to_owned();
+///         Response::html(format!("appended {} bytes to {name}", req.body().len()))
+///     });
+/// assert_eq!(router.len(), 2);
+/// ```
+#[derive(Default)]
+pub struct Router {
+    routes: Vec<Route>,
+    fallback: Option<Arc<dyn Handler>>,
+}
+
+impl fmt::Debug for Router {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut l = f.debug_list();
+        for r in &self.routes {
+            l.entry(&format_args!("{} {:?}", r.method, r.pattern.pieces));
+        }
+        l.finish()
+    }
+}
+
+/// What the router decided for a request.
+pub(crate) enum Dispatch {
+    Handler(Arc<dyn Handler>, Vec<(String, String)>),
+    MethodNotAllowed(Vec<Method>),
+    NotFound,
+}
+
+impl Router {
+    /// A router with no routes; everything is 404.
+    pub fn new() -> Router {
+        Router::default()
+    }
+
+    /// Adds a route for `method` and `pattern`. Panics on a pattern that does not start with `/`
+    /// or has `{*rest}` anywhere but last: routes are written by programmers, not requests.
+    pub fn route(mut self, method: Method, pattern: &str, handler: impl Handler) -> Router {
+        self.routes.push(Route {
+            method,
+            pattern: Pattern::parse(pattern),
+            handler: Arc::new(handler),
+        });
+        self
+    }
+
+    /// Adds a `GET` route (which also answers `HEAD`).
+    pub fn get(self, pattern: &str, handler: impl Handler) -> Router {
+        self.route(Method::Get, pattern, handler)
+    }
+
+    /// Adds a `POST` route.
+    pub fn post(self, pattern: &str, handler: impl Handler) -> Router {
+        self.route(Method::Post, pattern, handler)
+    }
+
+    /// Handles every request no route matches (instead of the plain 404).
+    pub fn fallback(mut self, handler: impl Handler) -> Router {
+        self.fallback = Some(Arc::new(handler));
+        self
+    }
+
+    /// Number of routes.
+    pub fn len(&self) -> usize {
+        self.routes.len()
+    }
+
+    /// True when there are no routes.
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+    }
+
+    /// Runs the request through the router and its handler (for tests and embedding; the server
+    /// calls the same logic).
+    pub async fn handle(&self, req: Request) -> Response {
+        crate::conn::run_handler(self, req).await
+    }
+
+    pub(crate) fn dispatch(&self, method: &Method, path: &str) -> Dispatch {
+        let mut allowed = Vec::new();
+        let mut head_fallback = None;
+        for r in &self.routes {
+            let Some(params) = r.pattern.matches(path) else {
+                continue;
+            };
+            if r.method == *method {
+                return Dispatch::Handler(r.handler.clone(), params);
+            }
+            if *method == Method::Head && r.method == Method::Get && head_fallback.is_none() {
+                head_fallback = Some((r.handler.clone(), params));
+            }
+            if !allowed.contains(&r.method) {
+                allowed.push(r.method.clone());
+            }
+        }
+        if let Some((h, p)) = head_fallback {
+            return Dispatch::Handler(h, p);
+        }
+        if !allowed.is_empty() {
+            if allowed.contains(&Method::Get) && !allowed.contains(&Method::Head) {
+                allowed.push(Method::Head);
+            }
+            return Dispatch::MethodNotAllowed(allowed);
+        }
+        match &self.fallback {
+            Some(h) => Dispatch::Handler(h.clone(), Vec::new()),
+            None => Dispatch::NotFound,
+        }
+    }
+}
+
+/// The 405 response for a path that exists under other methods.
+pub(crate) fn method_not_allowed(allowed: &[Method]) -> Response {
+    let allow = allowed
+        .iter()
+        .map(Method::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    Response::error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
+        .with_header("allow", allow)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(p: &str, path: &str) -> Option<Vec<(String, String)>> {
+        Pattern::parse(p).matches(path)
+    }
+
+    #[test]
+    fn patterns() {
+        assert_eq!(m("/", "/"), Some(vec![]));
+        assert_eq!(m("/", "/x"), None);
+        assert_eq!(m("/blah", "/blah"), Some(vec![]));
+        assert_eq!(m("/blah", "/blah/"), None);
+        assert_eq!(m("/blah", "/blahx"), None);
+        assert_eq!(
+            m("/streams/{s}", "/streams/a%20b"),
+            Some(vec![("s".into(), "a b".into())])
+        );
+        assert_eq!(m("/streams/{s}", "/streams/"), None);
+        assert_eq!(m("/streams/{s}", "/streams/a/b"), None);
+        assert_eq!(
+            m("/static/{*p}", "/static/css/site.css"),
+            Some(vec![("p".into(), "css/site.css".into())])
+        );
+        assert_eq!(
+            m("/static/{*p}", "/static/"),
+            Some(vec![("p".into(), "".into())])
+        );
+        assert_eq!(m("/static/{*p}", "/stat"), None);
+        assert_eq!(m("/static/{*p}", "/static/%zz"), None, "bad escape");
+        assert_eq!(m("/x", "x"), None, "no leading slash");
+    }
+
+    #[test]
+    fn dispatch_405_and_head() {
+        let r = Router::new()
+            .get("/a", |_r: Request| async { Response::html("a") })
+            .post("/b", |_r: Request| async { Response::html("b") });
+        assert!(matches!(
+            r.dispatch(&Method::Get, "/a"),
+            Dispatch::Handler(..)
+        ));
+        assert!(matches!(
+            r.dispatch(&Method::Head, "/a"),
+            Dispatch::Handler(..)
+        ));
+        match r.dispatch(&Method::Get, "/b") {
+            Dispatch::MethodNotAllowed(a) => assert_eq!(a, vec![Method::Post]),
+            _ => panic!("expected 405"),
+        }
+        match r.dispatch(&Method::Delete, "/a") {
+            Dispatch::MethodNotAllowed(a) => assert_eq!(a, vec![Method::Get, Method::Head]),
+            _ => panic!("expected 405"),
+        }
+        assert!(matches!(r.dispatch(&Method::Get, "/c"), Dispatch::NotFound));
+    }
+}

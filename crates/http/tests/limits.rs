@@ -1,0 +1,259 @@
+//! Bad input: one test per limit and per malformed-request rule, each ending with the server
+//! still answering.
+
+mod common;
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{Probes, TestServer, read_to_close, status_of, test_router};
+use galleon_http::{Limits, ServerConfig};
+
+fn server_with(f: impl FnOnce(&mut Limits)) -> TestServer {
+    let mut config = ServerConfig::default();
+    f(&mut config.limits);
+    TestServer::start(test_router(Arc::new(Probes::default()), None), config)
+}
+
+fn server() -> TestServer {
+    server_with(|_| {})
+}
+
+#[test]
+fn head_over_the_size_limit_is_431() {
+    let s = server_with(|l| l.max_head_bytes = 1024);
+    let req = format!(
+        "GET /hello HTTP/1.1\r\nhost: t\r\nx-big: {}\r\n\r\n",
+        "a".repeat(2000)
+    );
+    let r = s.raw(req.as_bytes());
+    assert_eq!(status_of(&r), 431, "{r}");
+    assert!(r.contains("connection: close"));
+    // Just under the limit is fine.
+    let req = format!(
+        "GET /hello HTTP/1.1\r\nhost: t\r\nconnection: close\r\nx-big: {}\r\n\r\n",
+        "a".repeat(900)
+    );
+    assert_eq!(status_of(&s.raw(req.as_bytes())), 200);
+    s.assert_alive();
+}
+
+#[test]
+fn head_that_never_ends_is_431_not_a_growing_buffer() {
+    let s = server_with(|l| l.max_head_bytes = 4096);
+    let mut c = s.connect();
+    c.write_all(b"GET /hello HTTP/1.1\r\nhost: t\r\n").unwrap();
+    for _ in 0..10 {
+        if c.write_all(format!("x-h: {}\r\n", "b".repeat(1000)).as_bytes())
+            .is_err()
+        {
+            break;
+        }
+    }
+    let r = read_to_close(&mut c);
+    assert_eq!(status_of(&r), 431, "{r}");
+    s.assert_alive();
+}
+
+#[test]
+fn too_many_headers_is_431() {
+    let s = server_with(|l| l.max_headers = 8);
+    let mut req = String::from("GET /hello HTTP/1.1\r\nhost: t\r\n");
+    for i in 0..20 {
+        req.push_str(&format!("x-{i}: v\r\n"));
+    }
+    req.push_str("\r\n");
+    let r = s.raw(req.as_bytes());
+    assert_eq!(status_of(&r), 431, "{r}");
+    s.assert_alive();
+}
+
+#[test]
+fn content_length_over_the_body_limit_is_413_before_the_body_is_read() {
+    let s = server_with(|l| l.max_body_bytes = 1000);
+    let r = s.raw(b"POST /echo HTTP/1.1\r\nhost: t\r\ncontent-length: 1001\r\n\r\n");
+    assert_eq!(status_of(&r), 413, "{r}");
+    let body = "z".repeat(1000);
+    let req = format!(
+        "POST /echo HTTP/1.1\r\nhost: t\r\nconnection: close\r\ncontent-length: 1000\r\n\r\n{body}"
+    );
+    let r = s.raw(req.as_bytes());
+    assert_eq!(status_of(&r), 200, "{r}");
+    assert!(r.ends_with(&body));
+    s.assert_alive();
+}
+
+#[test]
+fn chunked_body_over_the_limit_is_413() {
+    let s = server_with(|l| l.max_body_bytes = 100);
+    let mut req =
+        String::from("POST /echo HTTP/1.1\r\nhost: t\r\ntransfer-encoding: chunked\r\n\r\n");
+    for _ in 0..5 {
+        req.push_str("20\r\n");
+        req.push_str(&"c".repeat(32));
+        req.push_str("\r\n");
+    }
+    req.push_str("0\r\n\r\n");
+    let r = s.raw(req.as_bytes());
+    assert_eq!(status_of(&r), 413, "{r}");
+    s.assert_alive();
+}
+
+#[test]
+fn slow_head_is_408() {
+    let s = server_with(|l| l.header_read_timeout = Duration::from_millis(300));
+    let mut c = s.connect();
+    let t = Instant::now();
+    c.write_all(b"GET /hello HTTP/1.1\r\nhost:").unwrap();
+    let r = read_to_close(&mut c);
+    assert_eq!(status_of(&r), 408, "{r}");
+    assert!(t.elapsed() < Duration::from_secs(5));
+    s.assert_alive();
+}
+
+#[test]
+fn slow_drip_does_not_reset_the_head_timer() {
+    let s = server_with(|l| l.header_read_timeout = Duration::from_millis(400));
+    let mut c = s.connect();
+    let t = Instant::now();
+    let mut wrote_all = true;
+    for b in b"GET /hello HTTP/1.1\r\nhost: t\r\nx-slow: aaaaaaaaaaaaaaaaaaaa" {
+        if c.write_all(&[*b]).is_err() {
+            wrote_all = false;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        if t.elapsed() > Duration::from_secs(3) {
+            break;
+        }
+    }
+    let r = read_to_close(&mut c);
+    assert_eq!(status_of(&r), 408, "{r} (wrote all: {wrote_all})");
+    assert!(t.elapsed() < Duration::from_secs(3));
+}
+
+#[test]
+fn slow_body_is_408() {
+    let s = server_with(|l| l.header_read_timeout = Duration::from_millis(300));
+    let mut c = s.connect();
+    c.write_all(b"POST /echo HTTP/1.1\r\nhost: t\r\ncontent-length: 10\r\n\r\nabc")
+        .unwrap();
+    let r = read_to_close(&mut c);
+    assert_eq!(status_of(&r), 408, "{r}");
+}
+
+#[test]
+fn idle_keep_alive_connection_is_closed_silently() {
+    let s = server_with(|l| l.idle_timeout = Duration::from_millis(300));
+    let mut c = s.connect();
+    c.write_all(b"GET /hello HTTP/1.1\r\nhost: t\r\n\r\n")
+        .unwrap();
+    let t = Instant::now();
+    let r = read_to_close(&mut c);
+    assert!(r.starts_with("HTTP/1.1 200 OK"), "{r}");
+    assert!(r.ends_with("hello"), "no second response: {r}");
+    assert!(t.elapsed() >= Duration::from_millis(250));
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn silent_new_connection_is_closed_after_the_head_timeout() {
+    let s = server_with(|l| l.header_read_timeout = Duration::from_millis(300));
+    let mut c = s.connect();
+    let t = Instant::now();
+    assert_eq!(read_to_close(&mut c), "");
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn connections_over_the_cap_get_503_until_one_closes() {
+    let s = server_with(|l| l.max_connections = 2);
+    let mut a = s.connect();
+    let mut b = s.connect();
+    // Make sure both are being served (accepted and holding a permit).
+    for c in [&mut a, &mut b] {
+        c.write_all(b"GET /hello HTTP/1.1\r\nhost: t\r\n\r\n")
+            .unwrap();
+        let mut buf = [0u8; 512];
+        let n = std::io::Read::read(c, &mut buf).unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    }
+    let r = s.raw(b"GET /hello HTTP/1.1\r\nhost: t\r\n\r\n");
+    assert_eq!(status_of(&r), 503, "{r}");
+    assert!(r.contains("retry-after: 1"));
+    drop(a);
+    assert!(common::wait_for(Duration::from_secs(5), || {
+        status_of(&s.raw(b"GET /hello HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n")) == 200
+    }));
+    drop(b);
+}
+
+#[test]
+fn malformed_requests_are_400_and_close() {
+    let s = server();
+    let cases: &[&[u8]] = &[
+        b"GARBAGE\r\n\r\n",
+        b"GET /hello HTTP/1.1\r\nhost t\r\n\r\n",
+        b"GET /hello HTTP/9.9\r\nhost: t\r\n\r\n",
+        b"GET /hello HTTP/1.1\r\n\r\n", // no host
+        b"POST /echo HTTP/1.1\r\nhost: t\r\ncontent-length: abc\r\n\r\n",
+        b"POST /echo HTTP/1.1\r\nhost: t\r\ncontent-length: -1\r\n\r\n",
+        b"POST /echo HTTP/1.1\r\nhost: t\r\ncontent-length: 3\r\ncontent-length: 4\r\n\r\nabcd",
+        b"POST /echo HTTP/1.1\r\nhost: t\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n",
+        b"POST /echo HTTP/1.1\r\nhost: t\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
+        b"POST /echo HTTP/1.1\r\nhost: t\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabcXY0\r\n\r\n",
+        b"POST /echo HTTP/1.1\r\nhost: t\r\ntransfer-encoding: chunked\r\ntransfer-encoding: gzip\r\n\r\n0\r\n\r\n",
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", // a TLS ClientHello
+    ];
+    for c in cases {
+        let r = s.raw(c);
+        assert_eq!(
+            status_of(&r),
+            400,
+            "{:?} -> {r}",
+            String::from_utf8_lossy(c)
+        );
+        assert!(r.contains("connection: close"), "{r}");
+    }
+    s.assert_alive();
+}
+
+#[test]
+fn unknown_transfer_encoding_is_501() {
+    let s = server();
+    let r = s.raw(b"POST /echo HTTP/1.1\r\nhost: t\r\ntransfer-encoding: gzip\r\n\r\n");
+    assert_eq!(status_of(&r), 501, "{r}");
+}
+
+#[test]
+fn unknown_path_is_404_and_keeps_the_connection() {
+    let s = server();
+    let r = s.raw(
+        b"GET /nope HTTP/1.1\r\nhost: t\r\n\r\nGET /hello HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n",
+    );
+    assert_eq!(status_of(&r), 404, "{r}");
+    assert!(
+        r.contains("HTTP/1.1 200 OK"),
+        "second request answered: {r}"
+    );
+}
+
+#[test]
+fn wrong_method_is_405_with_allow() {
+    let s = server();
+    let r = s.raw(b"DELETE /hello HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n");
+    assert_eq!(status_of(&r), 405, "{r}");
+    assert!(r.contains("allow: GET, HEAD\r\n"), "{r}");
+    let r = s.raw(b"GET /echo HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n");
+    assert_eq!(status_of(&r), 405, "{r}");
+    assert!(r.contains("allow: POST\r\n"), "{r}");
+}
+
+#[test]
+fn a_panicking_handler_is_a_500_and_the_server_lives() {
+    let s = server();
+    let r = s.raw(b"GET /panic HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n");
+    assert_eq!(status_of(&r), 500, "{r}");
+    s.assert_alive();
+}

@@ -1,0 +1,332 @@
+//! The public surface: keep-alive, pipelining, bodies in and out, streams, files, write policy,
+//! traces, graceful shutdown.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::{Probes, STREAM_CHUNK, TestServer, read_to_close, status_of, test_router, wait_for};
+use galleon_http::{Client, ServerConfig, TRACE_HEADER, TRACE_PATH_PREFIX, WritePolicy};
+
+fn start(config: ServerConfig) -> (TestServer, Arc<Probes>) {
+    let probes = Arc::new(Probes::default());
+    (
+        TestServer::start(test_router(probes.clone(), None), config),
+        probes,
+    )
+}
+
+fn client(s: &TestServer) -> Client {
+    Client::connect(s.addr, common::READ_TIMEOUT).unwrap()
+}
+
+#[test]
+fn keep_alive_serves_many_requests_on_one_connection() {
+    let (s, _) = start(ServerConfig::default());
+    let mut c = client(&s);
+    for i in 0..50 {
+        let r = c.get(&format!("/big?n={}", i % 7), &[]).unwrap();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body.len(), (i % 7) * 1000);
+        assert_eq!(
+            r.header("content-length"),
+            Some(&*((i % 7) * 1000).to_string())
+        );
+        assert!(r.header("date").is_some_and(|d| d.ends_with(" GMT")));
+    }
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let (s, _) = start(ServerConfig::default());
+    let mut req = Vec::new();
+    for n in [3, 1, 2] {
+        req.extend_from_slice(format!("GET /big?n={n} HTTP/1.1\r\nhost: t\r\n\r\n").as_bytes());
+    }
+    req.extend_from_slice(b"POST /echo HTTP/1.1\r\nhost: t\r\ncontent-length: 5\r\n\r\nhello");
+    req.extend_from_slice(b"GET /hello HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n");
+    let r = s.raw(&req);
+    let statuses: Vec<usize> = r.match_indices("HTTP/1.1 200 OK").map(|(i, _)| i).collect();
+    assert_eq!(statuses.len(), 5, "{r}");
+    let lens: Vec<&str> = r
+        .split("content-length: ")
+        .skip(1)
+        .map(|s| s.split("\r\n").next().unwrap())
+        .collect();
+    assert_eq!(lens, ["3000", "1000", "2000", "5", "5"]);
+    assert!(r.ends_with("hello"));
+}
+
+#[test]
+fn post_bodies_content_length_and_chunked() {
+    let (s, _) = start(ServerConfig::default());
+    let mut c = client(&s);
+    let body: Vec<u8> = (0..100_000u32).map(|i| (i % 256) as u8).collect();
+    let r = c.request("POST", "/echo", &[], &body).unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, body);
+    // Chunked, with an extension and a trailer, in several writes.
+    let mut raw = s.connect();
+    raw.write_all(b"POST /echo HTTP/1.1\r\nhost: t\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n5;ext=1\r\nhello\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    raw.write_all(b"6\r\n world\r\n0\r\nx-trailer: yes\r\n\r\n")
+        .unwrap();
+    let r = read_to_close(&mut raw);
+    assert_eq!(status_of(&r), 200, "{r}");
+    assert!(r.contains("x-len: 11\r\n"), "{r}");
+    assert!(r.ends_with("hello world"), "{r}");
+}
+
+#[test]
+fn expect_100_continue_is_answered_before_the_body() {
+    let (s, _) = start(ServerConfig::default());
+    let mut c = s.connect();
+    c.write_all(b"POST /echo HTTP/1.1\r\nhost: t\r\nexpect: 100-continue\r\ncontent-length: 4\r\nconnection: close\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 25];
+    c.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"HTTP/1.1 100 Continue\r\n\r\n");
+    c.write_all(b"ping").unwrap();
+    let r = read_to_close(&mut c);
+    assert!(r.starts_with("HTTP/1.1 200 OK"), "{r}");
+    assert!(r.ends_with("ping"));
+}
+
+#[test]
+fn head_gets_the_length_but_no_body() {
+    let (s, _) = start(ServerConfig::default());
+    let r = s.raw(b"HEAD /big?n=4 HTTP/1.1\r\nhost: t\r\n\r\nGET /hello HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n");
+    let (first, rest) = r.split_once("\r\n\r\n").unwrap();
+    assert!(first.contains("content-length: 4000"), "{first}");
+    assert!(
+        rest.starts_with("HTTP/1.1 200 OK"),
+        "HEAD sent a body: {rest:?}"
+    );
+}
+
+#[test]
+fn http10_closes_unless_asked_to_keep_alive() {
+    let (s, _) = start(ServerConfig::default());
+    let r = s.raw(b"GET /hello HTTP/1.0\r\n\r\n");
+    assert!(r.starts_with("HTTP/1.1 200 OK"), "{r}");
+    assert!(r.contains("connection: close"), "{r}");
+    let mut c = s.connect();
+    c.write_all(
+        b"GET /hello HTTP/1.0\r\nconnection: keep-alive\r\n\r\nGET /hello HTTP/1.0\r\n\r\n",
+    )
+    .unwrap();
+    let r = read_to_close(&mut c);
+    assert_eq!(r.matches("HTTP/1.1 200 OK").count(), 2, "{r}");
+    assert!(r.contains("connection: keep-alive"), "{r}");
+    // A stream to an HTTP/1.0 client is not chunked: it ends with the connection.
+    let r = s.raw(b"GET /stream?n=2 HTTP/1.0\r\n\r\n");
+    assert!(!r.contains("transfer-encoding"), "{}", &r[..200]);
+    assert_eq!(r.split_once("\r\n\r\n").unwrap().1.len(), 2 * STREAM_CHUNK);
+}
+
+#[test]
+fn streams_are_chunked_and_complete() {
+    let (s, probes) = start(ServerConfig::default());
+    let mut c = client(&s);
+    let r = c.get("/stream?n=5", &[]).unwrap();
+    assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+    assert_eq!(r.body.len(), 5 * STREAM_CHUNK);
+    assert!(r.body.iter().all(|&b| b == b'd'));
+    assert_eq!(probes.chunks.load(Ordering::SeqCst), 5);
+    // The connection is still usable after a chunked response.
+    assert_eq!(c.get("/hello", &[]).unwrap().body, b"hello");
+}
+
+#[test]
+fn a_client_that_disconnects_stops_the_stream() {
+    let (s, probes) = start(ServerConfig::default());
+    let mut c = s.connect();
+    // Asks for 1,000,000 chunks of 64 KiB (64 GB): only a bounded number may ever be rendered.
+    c.write_all(b"GET /stream?n=1000000 HTTP/1.1\r\nhost: t\r\n\r\n")
+        .unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut got = 0;
+    while got < 4 * STREAM_CHUNK {
+        got += c.read(&mut buf).unwrap();
+    }
+    drop(c);
+    // Once the server notices (its next writes fail), production stops.
+    assert!(wait_for(Duration::from_secs(5), || {
+        let a = probes.chunks.load(Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(200));
+        a == probes.chunks.load(Ordering::SeqCst)
+    }));
+    let produced = probes.chunks.load(Ordering::SeqCst);
+    // What the client read, plus what fits in the two sockets' buffers (a few MB on loopback),
+    // plus the chunk being written when the reset arrived and the two the producer may have
+    // computed ahead (one queued, one blocked on the queue).
+    assert!(
+        produced < 200,
+        "rendered {produced} chunks for a client that read {got} bytes"
+    );
+    s.assert_alive();
+}
+
+#[test]
+fn an_idle_event_stream_is_dropped_when_the_client_leaves() {
+    let (s, probes) = start(ServerConfig::default());
+    let mut c = s.connect();
+    c.write_all(b"GET /sse HTTP/1.1\r\nhost: t\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    let mut got = String::new();
+    while !got.contains("data: hello") {
+        let n = c.read(&mut buf).unwrap();
+        got.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(got.contains("transfer-encoding: chunked"));
+    assert!(!probes.sse_dropped.load(Ordering::SeqCst));
+    drop(c);
+    assert!(
+        wait_for(Duration::from_secs(5), || probes
+            .sse_dropped
+            .load(Ordering::SeqCst)),
+        "the stream outlived its client"
+    );
+}
+
+#[test]
+fn files_are_sent_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f.bin");
+    let data: Vec<u8> = (0..1_000_003u32).map(|i| (i * 31 % 253) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let mut config = ServerConfig::default();
+    config.trace_endpoint = true;
+    let s = TestServer::start(test_router(Arc::new(Probes::default()), Some(path)), config);
+    let mut c = client(&s);
+    let r = c.get("/file", &[(TRACE_HEADER, "file1")]).unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, data);
+    let t = c
+        .get(&format!("{TRACE_PATH_PREFIX}file1"), &[])
+        .unwrap()
+        .text();
+    assert!(t.contains("\nsendfile fd="), "{t}");
+    let sent: u64 = t
+        .lines()
+        .filter(|l| l.starts_with("sendfile"))
+        .map(|l| {
+            l.split("bytes=")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(sent, data.len() as u64, "{t}");
+}
+
+#[test]
+fn traces_match_the_write_policy() {
+    let mut config = ServerConfig::default();
+    config.trace_endpoint = true;
+    config.write_policy = WritePolicy::vectored();
+    let (s, _) = start(config);
+    let mut c = client(&s);
+    // 100 segments of 1000 bytes + the head (its static status line and one scratch run):
+    // vectored sends 102 iovecs and copies nothing.
+    let r = c.get("/big?n=100", &[(TRACE_HEADER, "v1")]).unwrap();
+    assert_eq!(r.body.len(), 100_000);
+    let t = c
+        .get(&format!("{TRACE_PATH_PREFIX}v1"), &[])
+        .unwrap()
+        .text();
+    assert!(t.starts_with("# GET /big?n=100 -> 200\n"), "{t}");
+    let first = t.lines().nth(1).unwrap();
+    assert!(first.starts_with("writev fd="), "{first}");
+    assert!(first.contains(" iovcnt=102 "), "{first}");
+    assert_eq!(
+        t.lines().filter(|l| l.starts_with("  [")).count(),
+        102,
+        "{t}"
+    );
+    // Every body segment points at the same static 1000-byte text.
+    let addrs: std::collections::HashSet<&str> = t
+        .lines()
+        .filter(|l| l.contains(" len=1000 "))
+        .map(|l| l.split("addr=").nth(1).unwrap().split(' ').next().unwrap())
+        .collect();
+    assert_eq!(addrs.len(), 1, "{t}");
+    let summary = t.lines().last().unwrap();
+    assert!(
+        summary.starts_with("summary: syscalls=1 iovecs=102 "),
+        "{summary}"
+    );
+    assert!(summary.contains(" copied=0 "), "{summary}");
+
+    // An unknown token is a 404; an untraced request records nothing.
+    assert_eq!(
+        c.get(&format!("{TRACE_PATH_PREFIX}nope"), &[])
+            .unwrap()
+            .status,
+        404
+    );
+}
+
+#[test]
+fn flatten_policy_copies_everything_into_one_iovec() {
+    let mut config = ServerConfig::default();
+    config.trace_endpoint = true;
+    config.write_policy = WritePolicy::flatten();
+    let (s, _) = start(config);
+    let mut c = client(&s);
+    let r = c.get("/big?n=10", &[(TRACE_HEADER, "f")]).unwrap();
+    assert_eq!(r.body.len(), 10_000);
+    let t = c.get(&format!("{TRACE_PATH_PREFIX}f"), &[]).unwrap().text();
+    let first = t.lines().nth(1).unwrap();
+    assert!(first.contains(" iovcnt=1 "), "{t}");
+    assert!(t.contains(" referenced=0 "), "{t}");
+}
+
+#[test]
+fn trace_endpoint_is_off_by_default() {
+    let (s, _) = start(ServerConfig::default());
+    let mut c = client(&s);
+    c.get("/hello", &[(TRACE_HEADER, "x")]).unwrap();
+    assert_eq!(
+        c.get(&format!("{TRACE_PATH_PREFIX}x"), &[]).unwrap().status,
+        404
+    );
+}
+
+#[test]
+fn graceful_shutdown_finishes_in_flight_and_refuses_new() {
+    let (mut s, probes) = start(ServerConfig::default());
+    let addr = s.addr;
+    let mut busy = s.connect();
+    busy.write_all(b"GET /slow HTTP/1.1\r\nhost: t\r\n\r\n")
+        .unwrap();
+    let idle = s.connect();
+    std::thread::sleep(Duration::from_millis(150));
+    s.begin_stop();
+    let r = read_to_close(&mut busy);
+    assert!(r.starts_with("HTTP/1.1 200 OK"), "{r}");
+    assert!(r.contains("connection: close"), "{r}");
+    assert!(r.ends_with("slow done"));
+    assert_eq!(probes.slow_done.load(Ordering::SeqCst), 1);
+    let mut idle = idle;
+    assert_eq!(
+        read_to_close(&mut idle),
+        "",
+        "idle connection closed without a response"
+    );
+    let summary = s.stop();
+    assert_eq!(summary.aborted, 0);
+    assert!(
+        std::net::TcpStream::connect(addr).is_err(),
+        "listener still open"
+    );
+}

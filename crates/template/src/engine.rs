@@ -1,0 +1,362 @@
+//! The engine: loads and compiles templates once, links partials, and starts renders.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use galleon_iolist::IoList;
+
+use crate::compile::{Program, compile};
+use crate::error::{Error, ErrorKind, Location};
+use crate::render::Vm;
+use crate::value::{Assigns, Value};
+
+/// Default [`Limits::max_steps`]: 100 million instructions and expression nodes. The 100x100
+/// big table takes about 20 thousand steps (two per cell) in about 300 µs on the development
+/// machine, about 15 ns a step, so this is one to two seconds of CPU: far above any page, far
+/// below "forever".
+pub const DEFAULT_MAX_STEPS: u64 = 100_000_000;
+
+/// Default [`Limits::max_output`]: 1 GiB. A page bigger than that should be streamed
+/// ([`Engine::stream`] has no output limit; its memory is bounded by the chunk size).
+pub const DEFAULT_MAX_OUTPUT: usize = 1 << 30;
+
+/// Default [`Limits::max_depth`]: partials nested 64 deep. A guess: real sites nest a few levels;
+/// this stops a partial that renders itself.
+pub const DEFAULT_MAX_DEPTH: usize = 64;
+
+/// Default [`Engine::copy_below`], in bytes: static text and values shorter than this are
+/// copied into the render's buffers; longer ones are referenced. The BEAM's
+/// `ERL_SMALL_IO_BIN_LIMIT` is 256. `cargo bench -p galleon-template --bench render`, group
+/// `copy_below` (render, then write to loopback TCP with the default write policy), measured on
+/// the 2-core development machine under load: big table 5.13 ms when every piece is referenced
+/// (0), 240-382 µs for thresholds 16, 64, 256, 1024 and "copy all", differences within the
+/// run's noise; Doom x1000 (301 KB) 94-133 µs for every threshold. So: anything from 16 up; 256
+/// keeps the BEAM's value and stays below the 301-byte Doom and 410-byte Blah blocks, which must
+/// be referenced.
+pub const DEFAULT_COPY_BELOW: usize = 256;
+
+/// Bounds on one render, so that no template runs forever or eats memory silently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Ops executed plus expression nodes evaluated (plus one per 64 bytes of string built).
+    /// For [`Engine::render`] the budget covers the whole render; for [`Engine::stream`] it is
+    /// refilled for each chunk, so an endless stream is fine but a loop that outputs nothing is not.
+    pub max_steps: u64,
+    /// Most bytes [`Engine::render`] (and a partial called inside an expression) may produce.
+    pub max_output: usize,
+    /// Deepest nesting of partials.
+    pub max_depth: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_steps: DEFAULT_MAX_STEPS,
+            max_output: DEFAULT_MAX_OUTPUT,
+            max_depth: DEFAULT_MAX_DEPTH,
+        }
+    }
+}
+
+/// Per-engine render settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Config {
+    pub(crate) limits: Limits,
+    pub(crate) copy_below: usize,
+}
+
+/// Every compiled template, by index and by name.
+#[derive(Debug)]
+pub(crate) struct Catalog {
+    pub(crate) programs: Vec<Program>,
+    by_name: BTreeMap<String, usize>,
+}
+
+/// A set of compiled templates, ready to render. Cheap to clone and to share across threads:
+/// the programs sit behind one `Arc`.
+#[derive(Clone)]
+pub struct Engine {
+    catalog: Arc<Catalog>,
+    config: Config,
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field(
+                "templates",
+                &self.catalog.by_name.keys().collect::<Vec<_>>(),
+            )
+            .field("limits", &self.config.limits)
+            .field("copy_below", &self.config.copy_below)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// Compiles every `*.eex` file under `dir`, recursively, and links their partials. Names are
+    /// the `/`-separated paths relative to `dir`, such as `"pages/blah.html.eex"`. The first
+    /// error (in name order) is returned, located.
+    pub fn load(dir: impl AsRef<Path>) -> Result<Engine, Error> {
+        let dir = dir.as_ref();
+        let mut files = Vec::new();
+        walk(dir, dir, &mut files)?;
+        files.sort();
+        let mut sources = Vec::with_capacity(files.len());
+        for (name, path) in files {
+            sources.push((name, read(&path)?));
+        }
+        Engine::from_sources(sources)
+    }
+
+    /// Compiles the template file at `path`, and the partials it calls (transitively), looked up
+    /// relative to the file's directory. The file's name is its file name.
+    pub fn load_file(path: impl AsRef<Path>) -> Result<Engine, Error> {
+        let path = path.as_ref();
+        let root = path.parent().unwrap_or(Path::new("."));
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Io,
+                    format!("{}: not a template file", path.display()),
+                )
+            })?;
+        let mut programs = Vec::new();
+        let mut seen = BTreeMap::new();
+        let mut queue = VecDeque::from([name]);
+        while let Some(name) = queue.pop_front() {
+            if seen.contains_key(&name) {
+                continue;
+            }
+            let file = root.join(&name);
+            if !programs.is_empty() && !file.is_file() {
+                // Left unresolved: linking reports it at the call.
+                continue;
+            }
+            let program = compile(&name, &read(&file)?)?;
+            queue.extend(program.partials.iter().map(|(p, _)| p.clone()));
+            seen.insert(name, programs.len());
+            programs.push(program);
+        }
+        Engine::link(programs)
+    }
+
+    /// One template from source. It cannot call partials (there are none to call).
+    pub fn from_source(name: &str, source: &str) -> Result<Engine, Error> {
+        Engine::from_sources([(name, source)])
+    }
+
+    /// Several templates from `(name, source)` pairs; partials are resolved among them.
+    pub fn from_sources<N: AsRef<str>, S: AsRef<str>>(
+        sources: impl IntoIterator<Item = (N, S)>,
+    ) -> Result<Engine, Error> {
+        let mut programs = Vec::new();
+        for (name, source) in sources {
+            programs.push(compile(name.as_ref(), source.as_ref())?);
+        }
+        Engine::link(programs)
+    }
+
+    fn link(mut programs: Vec<Program>) -> Result<Engine, Error> {
+        let by_name: BTreeMap<String, usize> = programs
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.name.clone(), i))
+            .collect();
+        for p in &mut programs {
+            for (i, (name, span)) in p.partials.iter().enumerate() {
+                match by_name.get(name) {
+                    Some(&target) => p.links[i] = target,
+                    None => {
+                        return Err(Error::new(
+                            ErrorKind::NotFound,
+                            format!("no template named `{name}`"),
+                        )
+                        .at(Location::new(&p.name, &p.source, *span)));
+                    }
+                }
+            }
+        }
+        Ok(Engine {
+            catalog: Arc::new(Catalog { programs, by_name }),
+            config: Config {
+                limits: Limits::default(),
+                copy_below: DEFAULT_COPY_BELOW,
+            },
+        })
+    }
+
+    /// The same templates under other limits.
+    pub fn with_limits(mut self, limits: Limits) -> Engine {
+        self.config.limits = limits;
+        self
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> Limits {
+        self.config.limits
+    }
+
+    /// The same templates with another copy threshold (see [`DEFAULT_COPY_BELOW`]): pieces
+    /// shorter than `bytes` are copied into the render's scratch buffer, longer ones referenced.
+    /// 0 references everything; `usize::MAX` copies everything into one buffer.
+    pub fn with_copy_below(mut self, bytes: usize) -> Engine {
+        self.config.copy_below = bytes;
+        self
+    }
+
+    /// The copy threshold in force.
+    pub fn copy_below(&self) -> usize {
+        self.config.copy_below
+    }
+
+    /// Template names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.catalog.by_name.keys().map(String::as_str)
+    }
+
+    /// True when a template is called `name`.
+    pub fn contains(&self, name: &str) -> bool {
+        self.catalog.by_name.contains_key(name)
+    }
+
+    /// The static text of template `name`: one allocation, of which every static segment of its
+    /// renders is a slice (constant output such as `<%= "" %>` included).
+    pub fn static_text(&self, name: &str) -> Option<&bytes::Bytes> {
+        let index = *self.catalog.by_name.get(name)?;
+        Some(&self.catalog.programs[index].text)
+    }
+
+    fn index(&self, name: &str) -> Result<usize, Error> {
+        self.catalog
+            .by_name
+            .get(name)
+            .copied()
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no template named `{name}`")))
+    }
+
+    /// Renders `name` whole into one list, within [`Limits::max_output`].
+    pub fn render(&self, name: &str, assigns: &Assigns) -> Result<IoList, Error> {
+        let index = self.index(name)?;
+        let mut vm = Vm::new(Arc::clone(&self.catalog), self.config, index, assigns);
+        let hint = &self.catalog.programs[index].size_hint;
+        let mut out = hint.list();
+        vm.reserve(hint.bytes());
+        let max = self.config.limits.max_output;
+        if vm.run(&mut out, max.saturating_add(1))? {
+            hint.record(&out);
+            Ok(out)
+        } else {
+            Err(Error::new(
+                ErrorKind::Limit,
+                format!("{name}: output exceeds the limit of {max} bytes (stream it instead)"),
+            ))
+        }
+    }
+
+    /// Renders page `name`, then `layout` with the page as `@inner_content` (safe HTML, referenced,
+    /// not copied) and the same other assigns.
+    pub fn render_in_layout(
+        &self,
+        name: &str,
+        layout: &str,
+        assigns: &Assigns,
+    ) -> Result<IoList, Error> {
+        self.index(layout)?;
+        let page = self.render(name, assigns)?;
+        let mut with_page = assigns.clone();
+        with_page.insert("inner_content", Value::safe(page));
+        self.render(layout, &with_page)
+    }
+
+    /// Renders `name` as a sequence of chunks of about `chunk_bytes` each (a chunk ends after the
+    /// op that reached the size; 0 is taken as 1). Memory is bounded by the chunk size and the
+    /// template, not by the output: a 30 GB page streams in a few hundred kilobytes.
+    pub fn stream(
+        &self,
+        name: &str,
+        assigns: Assigns,
+        chunk_bytes: usize,
+    ) -> Result<RenderStream, Error> {
+        let index = self.index(name)?;
+        let mut vm = Vm::new(Arc::clone(&self.catalog), self.config, index, &assigns);
+        vm.reserve(chunk_bytes);
+        Ok(RenderStream {
+            vm: Some(vm),
+            max_steps: self.config.limits.max_steps,
+            chunk_bytes: chunk_bytes.max(1),
+            hint: (0, 0),
+        })
+    }
+}
+
+/// A render in progress, handing out its output in chunks: an iterator of `IoList`s. Owns
+/// everything it needs (`Send + 'static`). After an error it ends.
+#[derive(Debug)]
+pub struct RenderStream {
+    vm: Option<Vm>,
+    max_steps: u64,
+    chunk_bytes: usize,
+    /// Segments and scratch bytes of the last chunk, to size the next one.
+    hint: (usize, usize),
+}
+
+impl Iterator for RenderStream {
+    type Item = Result<IoList, Error>;
+
+    fn next(&mut self) -> Option<Result<IoList, Error>> {
+        let vm = self.vm.as_mut()?;
+        vm.steps = self.max_steps;
+        let mut out = IoList::with_capacity(self.hint.0, self.hint.1);
+        match vm.run(&mut out, self.chunk_bytes) {
+            Ok(false) => {
+                self.hint = (out.segment_count(), out.scratch_len());
+                Some(Ok(out))
+            }
+            Ok(true) => {
+                self.vm = None;
+                (!out.is_empty()).then_some(Ok(out))
+            }
+            Err(e) => {
+                self.vm = None;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+fn read(path: &Path) -> Result<String, Error> {
+    std::fs::read_to_string(path)
+        .map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", path.display())).with_source(e))
+}
+
+/// Collects `(name, path)` of every `*.eex` file under `dir`.
+fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<(), Error> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", dir.display())).with_source(e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| {
+            Error::new(ErrorKind::Io, format!("{}: {e}", dir.display())).with_source(e)
+        })?;
+        let path = entry.path();
+        let kind = entry.file_type().map_err(|e| {
+            Error::new(ErrorKind::Io, format!("{}: {e}", path.display())).with_source(e)
+        })?;
+        if kind.is_dir() {
+            walk(root, &path, out)?;
+        } else if path.extension().is_some_and(|e| e == "eex") {
+            let rel = path.strip_prefix(root).unwrap_or(&path);
+            let name = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy())
+                .collect::<Vec<_>>()
+                .join("/");
+            out.push((name, path));
+        }
+    }
+    Ok(())
+}

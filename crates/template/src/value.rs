@@ -1,0 +1,380 @@
+//! Values: what assigns hold and what expressions compute.
+
+use std::borrow::Borrow;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use galleon_iolist::IoList;
+
+use crate::error::Error;
+
+/// An immutable UTF-8 string backed by shared [`Bytes`]: cloning it, or putting it in an
+/// [`IoList`], costs a reference-count increment, never a copy of its bytes.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Str(Bytes);
+
+impl Str {
+    /// Copies `s` into a new shared buffer.
+    pub fn new(s: &str) -> Str {
+        Str(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    /// Wraps a `'static` string without copying it.
+    pub const fn from_static(s: &'static str) -> Str {
+        Str(Bytes::from_static(s.as_bytes()))
+    }
+
+    /// Wraps shared bytes after checking that they are UTF-8.
+    pub fn from_utf8(bytes: Bytes) -> Result<Str, std::str::Utf8Error> {
+        std::str::from_utf8(&bytes)?;
+        Ok(Str(bytes))
+    }
+
+    /// The string. (Checks UTF-8 again, in O(n): the type holds no `unsafe` shortcut.)
+    pub fn as_str(&self) -> &str {
+        // The constructors only admit UTF-8, so this never takes the fallback.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+
+    /// The bytes, shared.
+    pub fn bytes(&self) -> &Bytes {
+        &self.0
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True for the empty string.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Borrow<[u8]> for Str {
+    fn borrow(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Str {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for Str {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<&str> for Str {
+    fn from(s: &str) -> Str {
+        Str::new(s)
+    }
+}
+
+impl From<String> for Str {
+    fn from(s: String) -> Str {
+        Str(Bytes::from(s))
+    }
+}
+
+/// The map type of [`Value::Map`]: string keys in sorted order.
+pub type Map = BTreeMap<Str, Value>;
+
+/// A template value: what an assign holds and what an expression computes.
+///
+/// Cloning is cheap: strings, lists and maps are shared.
+#[derive(Clone, Default, PartialEq)]
+pub enum Value {
+    /// `nil`; renders as nothing.
+    #[default]
+    Nil,
+    /// `true` or `false`.
+    Bool(bool),
+    /// A 64-bit integer; arithmetic on it is checked.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A shared string; rendered escaped unless wrapped in `raw`.
+    Str(Str),
+    /// A shared list.
+    List(Arc<[Value]>),
+    /// A shared map with string keys.
+    Map(Arc<Map>),
+    /// Already-escaped HTML (what `raw(...)` and `@inner_content` hold): rendered as is.
+    Safe(Arc<IoList>),
+}
+
+impl Value {
+    /// A string value (copies `s` once).
+    pub fn str(s: &str) -> Value {
+        Value::Str(Str::new(s))
+    }
+
+    /// A list value.
+    pub fn list(items: impl IntoIterator<Item = Value>) -> Value {
+        Value::List(items.into_iter().collect())
+    }
+
+    /// A map value.
+    pub fn map<K: Into<Str>>(entries: impl IntoIterator<Item = (K, Value)>) -> Value {
+        Value::Map(Arc::new(
+            entries.into_iter().map(|(k, v)| (k.into(), v)).collect(),
+        ))
+    }
+
+    /// Pre-rendered HTML, output without escaping.
+    pub fn safe(html: IoList) -> Value {
+        Value::Safe(Arc::new(html))
+    }
+
+    /// Elixir's truthiness: everything but `nil` and `false` is true.
+    pub fn is_truthy(&self) -> bool {
+        !matches!(self, Value::Nil | Value::Bool(false))
+    }
+
+    /// The name of the value's type, as error messages say it.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Nil => "nil",
+            Value::Bool(_) => "boolean",
+            Value::Int(_) => "integer",
+            Value::Float(_) => "float",
+            Value::Str(_) => "string",
+            Value::List(_) => "list",
+            Value::Map(_) => "map",
+            Value::Safe(_) => "safe html",
+        }
+    }
+}
+
+impl fmt::Debug for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Nil => f.write_str("nil"),
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::Int(i) => write!(f, "{i}"),
+            Value::Float(x) => write!(f, "{x:?}"),
+            Value::Str(s) => write!(f, "{s:?}"),
+            Value::List(l) => f.debug_list().entries(l.iter()).finish(),
+            Value::Map(m) => f.debug_map().entries(m.iter()).finish(),
+            Value::Safe(h) => write!(f, "{{:safe, {} bytes}}", h.len()),
+        }
+    }
+}
+
+impl From<bool> for Value {
+    fn from(b: bool) -> Value {
+        Value::Bool(b)
+    }
+}
+
+impl From<i64> for Value {
+    fn from(i: i64) -> Value {
+        Value::Int(i)
+    }
+}
+
+impl From<i32> for Value {
+    fn from(i: i32) -> Value {
+        Value::Int(i.into())
+    }
+}
+
+impl From<u32> for Value {
+    fn from(i: u32) -> Value {
+        Value::Int(i.into())
+    }
+}
+
+impl From<f64> for Value {
+    fn from(x: f64) -> Value {
+        Value::Float(x)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Value {
+        Value::Str(Str::new(s))
+    }
+}
+
+impl From<String> for Value {
+    fn from(s: String) -> Value {
+        Value::Str(Str::from(s))
+    }
+}
+
+impl From<Str> for Value {
+    fn from(s: Str) -> Value {
+        Value::Str(s)
+    }
+}
+
+impl<T: Into<Value>> From<Vec<T>> for Value {
+    fn from(v: Vec<T>) -> Value {
+        Value::List(v.into_iter().map(Into::into).collect())
+    }
+}
+
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(v: Option<T>) -> Value {
+        v.map_or(Value::Nil, Into::into)
+    }
+}
+
+impl From<serde_json::Value> for Value {
+    /// JSON to a value: numbers that fit an `i64` become `Int`, other numbers `Float`.
+    fn from(j: serde_json::Value) -> Value {
+        use serde_json::Value as J;
+        match j {
+            J::Null => Value::Nil,
+            J::Bool(b) => Value::Bool(b),
+            J::Number(n) => match n.as_i64() {
+                Some(i) => Value::Int(i),
+                None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            J::String(s) => Value::from(s),
+            J::Array(a) => Value::List(a.into_iter().map(Value::from).collect()),
+            J::Object(o) => Value::Map(Arc::new(
+                o.into_iter()
+                    .map(|(k, v)| (Str::from(k), v.into()))
+                    .collect(),
+            )),
+        }
+    }
+}
+
+/// The assigns of one render: the `@name` values. Cloning shares the map.
+#[derive(Clone, Default, PartialEq)]
+pub struct Assigns {
+    map: Arc<Map>,
+}
+
+impl Assigns {
+    /// No assigns.
+    pub fn new() -> Assigns {
+        Assigns::default()
+    }
+
+    /// Assigns from a JSON object (each key an assign). Anything but an object is a data error.
+    pub fn from_json(json: serde_json::Value) -> Result<Assigns, Error> {
+        match json {
+            serde_json::Value::Object(o) => Ok(Assigns {
+                map: Arc::new(
+                    o.into_iter()
+                        .map(|(k, v)| (Str::from(k), Value::from(v)))
+                        .collect(),
+                ),
+            }),
+            other => Err(Error::data(format!(
+                "assigns must be a JSON object, not {}",
+                json_type(&other)
+            ))),
+        }
+    }
+
+    /// Sets `@key` (copy-on-write if the map is shared).
+    pub fn insert(&mut self, key: &str, value: impl Into<Value>) {
+        Arc::make_mut(&mut self.map).insert(Str::new(key), value.into());
+    }
+
+    /// The value of `@key`.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.map.get(key.as_bytes())
+    }
+
+    /// The value of `@key`, by shared string (no UTF-8 check).
+    pub(crate) fn get_str(&self, key: &Str) -> Option<&Value> {
+        self.map.get(&key.bytes()[..])
+    }
+
+    /// Number of assigns.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// The assigns in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.map.iter().map(|(k, v)| (k.as_str(), v))
+    }
+}
+
+impl fmt::Debug for Assigns {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.map.iter()).finish()
+    }
+}
+
+impl<K: Into<Str>, V: Into<Value>> FromIterator<(K, V)> for Assigns {
+    fn from_iter<T: IntoIterator<Item = (K, V)>>(iter: T) -> Assigns {
+        Assigns {
+            map: Arc::new(
+                iter.into_iter()
+                    .map(|(k, v)| (k.into(), v.into()))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+fn json_type(j: &serde_json::Value) -> &'static str {
+    use serde_json::Value as J;
+    match j {
+        J::Null => "null",
+        J::Bool(_) => "a boolean",
+        J::Number(_) => "a number",
+        J::String(_) => "a string",
+        J::Array(_) => "an array",
+        J::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_numbers_become_ints_or_floats() {
+        let v = Value::from(serde_json::json!([1, 1.5, 18446744073709551615u64, null]));
+        assert_eq!(
+            v,
+            Value::list([
+                Value::Int(1),
+                Value::Float(1.5),
+                Value::Float(18446744073709551615u64 as f64),
+                Value::Nil
+            ])
+        );
+    }
+
+    #[test]
+    fn assigns_from_json_must_be_an_object() {
+        let e = Assigns::from_json(serde_json::json!([1])).unwrap_err();
+        assert!(e.is_data());
+        assert_eq!(e.to_string(), "assigns must be a JSON object, not an array");
+        let a = Assigns::from_json(serde_json::json!({"n": 3})).unwrap();
+        assert_eq!(a.get("n"), Some(&Value::Int(3)));
+    }
+
+    #[test]
+    fn insert_is_copy_on_write() {
+        let mut a = Assigns::new();
+        a.insert("x", 1i64);
+        let b = a.clone();
+        a.insert("x", 2i64);
+        assert_eq!(b.get("x"), Some(&Value::Int(1)));
+        assert_eq!(a.get("x"), Some(&Value::Int(2)));
+    }
+}

@@ -1,0 +1,389 @@
+//! The public surface: loading, sharing of static text by address, coalescing of small pieces,
+//! streaming in bounded chunks, layouts, limits.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use galleon_iolist::{IoList, SegmentKind};
+use galleon_template::{Assigns, Engine, Limits, RenderStream, Value};
+
+fn site() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../site")
+}
+
+fn iters(n: i64) -> Assigns {
+    let mut a = Assigns::new();
+    a.insert("iters", n);
+    a
+}
+
+/// The text between `do %>` and `<% end %>` of a one-loop template: what each iteration outputs.
+fn loop_body(source: &str) -> &str {
+    let start = source.find("do %>").unwrap() + "do %>".len();
+    let end = source.rfind("<% end %>").unwrap();
+    &source[start..end]
+}
+
+fn collect(stream: RenderStream) -> (Vec<u8>, Vec<usize>) {
+    let mut out = Vec::new();
+    let mut sizes = Vec::new();
+    for chunk in stream {
+        let chunk = chunk.unwrap();
+        sizes.push(chunk.len());
+        out.extend_from_slice(&chunk.to_vec());
+    }
+    (out, sizes)
+}
+
+#[test]
+fn engine_is_send_sync_and_streams_are_send_static() {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    fn send_static<T: Send + 'static>() {}
+    send_sync::<Engine>();
+    send_sync::<Assigns>();
+    send_sync::<Value>();
+    send_static::<RenderStream>();
+    send_sync::<galleon_template::Error>();
+}
+
+#[test]
+fn load_names_every_template_by_relative_path() {
+    let engine = Engine::load(site()).unwrap();
+    let names: Vec<&str> = engine.names().collect();
+    for n in [
+        "layout.html.eex",
+        "pages/doom.html.eex",
+        "pages/blah.html.eex",
+        "pages/blah-split.html.eex",
+    ] {
+        assert!(names.contains(&n), "{n} not in {names:?}");
+    }
+    let err = engine
+        .render("pages/nope.html.eex", &Assigns::new())
+        .unwrap_err();
+    assert!(err.is_not_found());
+}
+
+#[test]
+fn doom_output_is_the_block_repeated_iters_times() {
+    let engine = Engine::load(site()).unwrap();
+    let source = std::fs::read_to_string(site().join("pages/doom.html.eex")).unwrap();
+    let body = loop_body(&source);
+    assert_eq!(
+        body.len(),
+        301,
+        "a newline and 15 lines of `DOOM DOOM DOOM DOOM`"
+    );
+    for n in [0, 1, 2, 7, 1000] {
+        let whole = engine.render("pages/doom.html.eex", &iters(n)).unwrap();
+        assert_eq!(
+            whole.to_vec(),
+            body.repeat(n as usize).as_bytes(),
+            "render n={n}"
+        );
+        let (streamed, _) = collect(
+            engine
+                .stream("pages/doom.html.eex", iters(n), 4096)
+                .unwrap(),
+        );
+        assert_eq!(streamed, body.repeat(n as usize).as_bytes(), "stream n={n}");
+    }
+}
+
+#[test]
+fn blah_and_blah_split_render_the_same_bytes_from_the_same_program() {
+    let engine = Engine::load(site()).unwrap();
+    let a = engine.render("pages/blah.html.eex", &iters(3)).unwrap();
+    let b = engine
+        .render("pages/blah-split.html.eex", &iters(3))
+        .unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a.len(), 3 * 410, "the seed's 410-byte block");
+    // `<%= "" %>` is folded away at compile time: the split template's static text is the same
+    // single 410-byte block.
+    assert_eq!(
+        engine.static_text("pages/blah.html.eex"),
+        engine.static_text("pages/blah-split.html.eex")
+    );
+    assert_eq!(b.segment_count(), 3);
+}
+
+#[test]
+fn two_renders_hand_out_the_same_addresses() {
+    let engine = Engine::load(site()).unwrap();
+    let one = engine.render("pages/doom.html.eex", &iters(3)).unwrap();
+    let two = engine.render("pages/doom.html.eex", &iters(3)).unwrap();
+    let text = engine.static_text("pages/doom.html.eex").unwrap();
+    let addrs = |l: &IoList| -> Vec<(SegmentKind, usize, usize)> {
+        l.segments_with_kind()
+            .map(|(k, s)| (k, s.as_ptr() as usize, s.len()))
+            .collect()
+    };
+    let a = addrs(&one);
+    assert_eq!(a, addrs(&two));
+    assert_eq!(a.len(), 3);
+    for (kind, ptr, len) in a {
+        assert_eq!(
+            kind,
+            SegmentKind::Shared,
+            "301 bytes is referenced, not copied"
+        );
+        assert_eq!((ptr, len), (text.as_ptr() as usize, text.len()));
+    }
+    // And across engines cloned from the same load.
+    let clone = engine.clone();
+    let three = clone.render("pages/doom.html.eex", &iters(1)).unwrap();
+    assert_eq!(
+        three.segments().next().unwrap().as_ptr(),
+        text.as_ptr(),
+        "a cloned engine shares the programs"
+    );
+}
+
+fn big_table(n: i64) -> Assigns {
+    let rows: Vec<Value> = (0..n)
+        .map(|_| Value::list((0..n).map(Value::Int)))
+        .collect();
+    let mut a = Assigns::new();
+    a.insert("table", Value::list(rows));
+    a
+}
+
+#[test]
+fn a_100x100_table_is_a_handful_of_segments() {
+    let engine = Engine::load(site()).unwrap();
+    let page = engine
+        .render("pages/big-table.html.eex", &big_table(100))
+        .unwrap();
+    // Every piece is short (`<td>`, digits, `</td>`), so it is all copied, into buffers of a few
+    // kilobytes that become whole segments: a few dozen segments instead of 30,000 (one per piece).
+    assert_eq!(page.len(), 17 + 100 * (10 + 100 * 9 + 10 + 2 * 90));
+    assert!(page.segment_count() <= 60, "{}", page.segment_count());
+    let text = engine.static_text("pages/big-table.html.eex").unwrap();
+    let text = text.as_ptr() as usize..text.as_ptr() as usize + text.len();
+    for seg in page.segments() {
+        assert!(
+            seg.len() >= 1024 || page.segment_count() == 1,
+            "{}",
+            seg.len()
+        );
+        assert!(
+            !text.contains(&(seg.as_ptr() as usize)),
+            "static text was referenced"
+        );
+    }
+    let referencing = engine.clone().with_copy_below(0);
+    let page2 = referencing
+        .render("pages/big-table.html.eex", &big_table(100))
+        .unwrap();
+    assert_eq!(page, page2);
+    assert!(page2.segment_count() > 20_000, "{}", page2.segment_count());
+}
+
+#[test]
+fn long_assigns_are_referenced_short_ones_copied() {
+    let engine = Engine::from_source("t", "<p><%= @long %></p><%= @short %>").unwrap();
+    let long = "x".repeat(1000);
+    let mut a = Assigns::new();
+    a.insert("long", long.as_str());
+    a.insert("short", "hi");
+    let Some(Value::Str(s)) = a.get("long").cloned() else {
+        unreachable!()
+    };
+    let page = engine.render("t", &a).unwrap();
+    let segs: Vec<(SegmentKind, &[u8])> = page.segments_with_kind().collect();
+    assert_eq!(segs.len(), 3);
+    assert_eq!(segs[1].0, SegmentKind::Shared);
+    assert_eq!(
+        segs[1].1.as_ptr(),
+        s.bytes().as_ptr(),
+        "the assign's own bytes"
+    );
+    assert_eq!(segs[2], (SegmentKind::Scratch, &b"</p>hi"[..]));
+}
+
+#[test]
+fn stream_chunks_are_about_the_size_asked_and_join_to_the_render() {
+    let engine = Engine::load(site()).unwrap();
+    let whole = engine
+        .render("pages/big-table.html.eex", &big_table(100))
+        .unwrap()
+        .to_vec();
+    for chunk in [1, 100, 4096, 1 << 20] {
+        let (joined, sizes) = collect(
+            engine
+                .stream("pages/big-table.html.eex", big_table(100), chunk)
+                .unwrap(),
+        );
+        assert_eq!(joined, whole, "chunk {chunk}");
+        // A chunk ends after the op that reached the size; no op here outputs more than 20 bytes.
+        for s in &sizes[..sizes.len() - 1] {
+            assert!(*s >= chunk && *s < chunk + 20, "chunk {chunk}: {s}");
+        }
+    }
+}
+
+#[test]
+fn a_hundred_million_iterations_start_streaming_at_once() {
+    // The range is counted, not built: the first chunks come without a 100M-element list.
+    let engine = Engine::load(site()).unwrap();
+    let mut stream = engine
+        .stream("pages/doom.html.eex", iters(100_000_000), 64 * 1024)
+        .unwrap();
+    let mut total = 0;
+    for _ in 0..100 {
+        let chunk = stream.next().unwrap().unwrap();
+        assert!(chunk.len() >= 64 * 1024 && chunk.len() < 64 * 1024 + 301);
+        // A chunk references the static text: about 218 segments, no scratch bytes.
+        assert_eq!(chunk.scratch_len(), 0);
+        total += chunk.len();
+    }
+    assert!(total >= 100 * 64 * 1024);
+    // ...which `render` (one list in memory) refuses past its output limit.
+    let small = engine.clone().with_limits(Limits {
+        max_output: 1 << 20,
+        ..Limits::default()
+    });
+    let err = small
+        .render("pages/doom.html.eex", &iters(100_000_000))
+        .unwrap_err();
+    assert!(err.is_limit());
+    assert_eq!(
+        err.to_string(),
+        "pages/doom.html.eex: output exceeds the limit of 1048576 bytes (stream it instead)"
+    );
+}
+
+#[test]
+fn the_step_limit_stops_a_loop_that_outputs_nothing() {
+    let engine = Engine::from_source("spin", "<%= for i <- 1..1_000_000_000_000 do %><% end %>")
+        .unwrap()
+        .with_limits(Limits {
+            max_steps: 10_000,
+            ..Limits::default()
+        });
+    let err = engine.render("spin", &Assigns::new()).unwrap_err();
+    assert!(err.is_limit());
+    // Streaming refills the budget per chunk, but a chunk that never fills still stops.
+    let mut s = engine.stream("spin", Assigns::new(), 1024).unwrap();
+    assert!(s.next().unwrap().unwrap_err().is_limit());
+    assert!(s.next().is_none(), "a stream ends after its error");
+    // A stream that does output goes on past the per-chunk budget.
+    let engine = Engine::from_source("t", "<%= for i <- 1..100_000 do %>x<% end %>")
+        .unwrap()
+        .with_limits(Limits {
+            max_steps: 10_000,
+            ..Limits::default()
+        });
+    assert!(engine.render("t", &Assigns::new()).unwrap_err().is_limit());
+    let (out, _) = collect(engine.stream("t", Assigns::new(), 1000).unwrap());
+    assert_eq!(out.len(), 100_000);
+}
+
+#[test]
+fn a_partial_that_renders_itself_hits_the_depth_limit() {
+    let engine = Engine::from_sources([
+        ("a.eex", "<%= render(\"b.eex\", n: 1) %>"),
+        ("b.eex", "x<%= render(\"b.eex\", n: @n) %>"),
+    ])
+    .unwrap();
+    let err = engine.render("a.eex", &Assigns::new()).unwrap_err();
+    assert!(err.is_limit(), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("b.eex:1:6: partials nested more than 64 deep")
+    );
+    // The same in expression position (rendered eagerly) is bounded too.
+    let engine = Engine::from_sources([(
+        "c.eex",
+        "<%= if true do %><%= raw(render(\"c.eex\")) %><% end %>",
+    )])
+    .unwrap();
+    assert!(
+        engine
+            .render("c.eex", &Assigns::new())
+            .unwrap_err()
+            .is_limit()
+    );
+    // Doubling partials are stopped by the step budget long before 2^64 calls.
+    let engine =
+        Engine::from_sources([("d.eex", "<%= render(\"d.eex\") %><%= render(\"d.eex\") %>")])
+            .unwrap()
+            .with_limits(Limits {
+                max_steps: 100_000,
+                ..Limits::default()
+            });
+    assert!(
+        engine
+            .render("d.eex", &Assigns::new())
+            .unwrap_err()
+            .is_limit()
+    );
+}
+
+#[test]
+fn layout_wraps_the_page_by_reference() {
+    let engine = Engine::load(site()).unwrap();
+    let page = engine.render("pages/blah.html.eex", &iters(1)).unwrap();
+    let full = engine
+        .render_in_layout("pages/blah.html.eex", "layout.html.eex", &iters(1))
+        .unwrap();
+    let full = String::from_utf8(full.to_vec()).unwrap();
+    let page = String::from_utf8(page.to_vec()).unwrap();
+    assert!(full.starts_with("<!DOCTYPE html>"));
+    assert!(full.contains(&format!("<body>\n{page}\n</body>")), "{full}");
+    let err = engine
+        .render_in_layout("pages/blah.html.eex", "nope.html.eex", &iters(1))
+        .unwrap_err();
+    assert!(err.is_not_found());
+}
+
+#[test]
+fn load_reports_the_first_broken_template_located() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("load_broken");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("pages")).unwrap();
+    std::fs::write(
+        dir.join("pages/ok.html.eex"),
+        "<%= render(\"part.html.eex\", x: 1) %>",
+    )
+    .unwrap();
+    std::fs::write(dir.join("pages/part.html.eex"), "[<%= @x %>]").unwrap();
+    std::fs::write(dir.join("notes.txt"), "<%= not a template").unwrap();
+    let engine = Engine::load(&dir).unwrap();
+    assert_eq!(
+        engine
+            .render("pages/ok.html.eex", &Assigns::new())
+            .unwrap()
+            .to_vec(),
+        b"[1]"
+    );
+    let single = Engine::load_file(dir.join("pages/ok.html.eex")).unwrap();
+    assert_eq!(
+        single.names().collect::<Vec<_>>(),
+        ["ok.html.eex", "part.html.eex"]
+    );
+    std::fs::write(dir.join("pages/zz.html.eex"), "\n\n  <%= if @x do %>").unwrap();
+    let err = Engine::load(&dir).unwrap_err();
+    assert!(err.is_parse());
+    assert_eq!(
+        (err.name(), err.line(), err.column()),
+        (Some("pages/zz.html.eex"), Some(3), Some(3))
+    );
+    let err = Engine::load(dir.join("missing")).unwrap_err();
+    assert!(err.is_io());
+}
+
+#[test]
+fn assigns_from_rust_and_json_agree() {
+    let engine = Engine::from_source("t", "<%= @a %>/<%= @b.c %>/<%= length(@d) %>").unwrap();
+    let json =
+        Assigns::from_json(serde_json::json!({"a": "x", "b": {"c": 1}, "d": [1, 2]})).unwrap();
+    let mut rust = Assigns::new();
+    rust.insert("a", "x");
+    rust.insert("b", Value::map([("c", Value::Int(1))]));
+    rust.insert("d", vec![1i64, 2]);
+    assert_eq!(json, rust);
+    let shared: Arc<Assigns> = Arc::new(rust);
+    assert_eq!(engine.render("t", &shared).unwrap().to_vec(), b"x/1/2");
+}
