@@ -1,4 +1,6 @@
-//! `galleon serve`: the example site over HTTP/1.1 (see [`crate::site`] for the routes).
+//! `galleon serve`: the example site over HTTP/1.1 (see [`crate::site`] for the routes) and the
+//! event store named by `--events` (see [`crate::events`]): `POST /streams/{id}`,
+//! `GET /streams/{id}`, `GET /all` and `GET /all/subscribe` (server-sent events).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -51,6 +53,27 @@ pub(crate) struct Args {
     /// Seconds a kept-alive connection may wait for its next request.
     #[arg(long, default_value_t = galleon_http::DEFAULT_IDLE_TIMEOUT.as_secs_f64(), value_name = "SECS")]
     idle_timeout: f64,
+    /// The event store: `sqlite:PATH` (file and directories created on first start) or
+    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DB`; `off` serves none. Mounted at
+    /// `POST /streams/{id}` (header `ES-Expected-Version`), `GET /streams/{id}?from=&limit=&direction=`,
+    /// `GET /all?from=&limit=` and `GET /all/subscribe?from=` (server-sent events). The server
+    /// does not start when the store cannot be opened.
+    #[arg(
+        long,
+        env = "GALLEON_EVENTS",
+        hide_env_values = true,
+        default_value = crate::events::DEFAULT_EVENTS_URL,
+        value_name = "URL"
+    )]
+    events: String,
+    /// PostgreSQL only: the schema holding the event store's tables, created when missing
+    /// (default: the connection's search_path, normally `public`).
+    #[arg(long, value_name = "NAME")]
+    events_schema: Option<String>,
+    /// Seconds of silence after which `GET /all/subscribe` sends a keep-alive comment, so
+    /// proxies do not cut an idle subscription.
+    #[arg(long, default_value_t = crate::events::DEFAULT_KEEP_ALIVE.as_secs_f64(), value_name = "SECS")]
+    events_keep_alive: f64,
 }
 
 fn parse_policy(s: &str) -> Result<WritePolicy, String> {
@@ -88,6 +111,23 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     config.limits.max_body_bytes = args.max_body;
     config.limits.header_read_timeout = secs(args.header_timeout, "header-timeout")?;
     config.limits.idle_timeout = secs(args.idle_timeout, "idle-timeout")?;
+    let events = crate::events::EventsConfig {
+        url: args.events.clone(),
+        schema: args.events_schema.clone(),
+        keep_alive: secs(args.events_keep_alive, "events-keep-alive")?,
+    };
+    anyhow::ensure!(
+        !events.keep_alive.is_zero(),
+        "--events-keep-alive must be more than 0 seconds"
+    );
+    // Warnings and errors (a failing event store, a broken stream) go to stderr; RUST_LOG overrides.
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .try_init();
 
     let workers = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
@@ -100,6 +140,17 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     rt.worker_threads(workers.max(1));
     let rt = rt.build()?;
     rt.block_on(async move {
+        let router = match crate::events::open(&events).await? {
+            Some(store) => {
+                eprintln!(
+                    "galleon: event store {} ({})",
+                    crate::events::redact(&events.url),
+                    store.backend_name()
+                );
+                crate::events::mount(router, store, events.keep_alive)
+            }
+            None => router,
+        };
         let listener = tokio::net::TcpListener::bind(args.addr)
             .await
             .with_context(|| format!("binding {}", args.addr))?;

@@ -23,6 +23,9 @@ pub struct ServeProcess {
     pub child: Child,
     pub addr: SocketAddr,
     pub stderr_path: PathBuf,
+    /// The event store's SQLite file unless the test passes its own `--events`: a file in the
+    /// child's temporary directory (given as `GALLEON_EVENTS`), so no test writes `./data/`.
+    pub events_db: PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -51,7 +54,9 @@ impl ServeProcess {
             c.args(&args);
             c
         };
+        let events_db = dir.path().join("events.db");
         let child = cmd
+            .env("GALLEON_EVENTS", format!("sqlite:{}", events_db.display()))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)
@@ -74,6 +79,7 @@ impl ServeProcess {
             child,
             addr,
             stderr_path,
+            events_db,
             _dir: dir,
         }
     }
