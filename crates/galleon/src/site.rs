@@ -35,8 +35,9 @@ pub(crate) const DEFAULT_STREAM_CHUNK: usize = 256 * 1024;
 /// 256): 64 bytes, so blah-split's 205-byte halves stay referenced like blah's 410-byte blocks and
 /// the write policy alone decides what gets copied, into the connection's reused buffer. With the
 /// engine's 256, every `/blah-split` render copied 410 KB into a fresh, growing scratch buffer
-/// and ran at 0.72x of `/blah` in a first `bench/http.sh` run (0.91x after this change, in
-/// `bench/results/http.txt`); the issue asks for the two within 5%.
+/// and ran at 0.72x of `/blah` in a first `bench/http.sh` run (0.91x after this change; 1.04x
+/// once renders stopped cloning a reference count per static piece, `bench/results/http.txt`);
+/// the issue asks for the two within 5%.
 /// Values under 64 bytes (numbers, names) are still copied at render time, where one copy is
 /// cheaper than a segment.
 pub(crate) const SERVE_COPY_BELOW: usize = 64;
@@ -150,10 +151,11 @@ pub(crate) fn router(dir: &Path, stream_chunk: usize) -> anyhow::Result<Router> 
             template: format!("pages/{page}.html.eex"),
             page,
         });
+        // The page is rendered when the handler is called, on the connection's task, so the
+        // future owns only the response: no per-request clone of `site` and `page`, whose
+        // reference counts every worker thread shares.
         router = router.get(&path, move |req: Request| {
-            let site = site.clone();
-            let page = page.clone();
-            async move { render_page(&site, &page, &req) }
+            std::future::ready(render_page(&site, &page, &req))
         });
     }
     let static_root = dir.join("static");

@@ -148,9 +148,11 @@ impl fmt::Debug for Router {
     }
 }
 
-/// What the router decided for a request.
-pub(crate) enum Dispatch {
-    Handler(Arc<dyn Handler>, Vec<(String, String)>),
+/// What the router decided for a request. The handler is borrowed from the router: cloning its
+/// `Arc` would be an atomic increment and decrement per request on a count that every worker
+/// thread shares.
+pub(crate) enum Dispatch<'r> {
+    Handler(&'r dyn Handler, Vec<(String, String)>),
     MethodNotAllowed(Vec<Method>),
     NotFound,
 }
@@ -204,7 +206,7 @@ impl Router {
         crate::conn::run_handler(self, req).await
     }
 
-    pub(crate) fn dispatch(&self, method: &Method, path: &str) -> Dispatch {
+    pub(crate) fn dispatch(&self, method: &Method, path: &str) -> Dispatch<'_> {
         let mut allowed = Vec::new();
         let mut head_fallback = None;
         for r in &self.routes {
@@ -212,10 +214,10 @@ impl Router {
                 continue;
             };
             if r.method == *method {
-                return Dispatch::Handler(r.handler.clone(), params);
+                return Dispatch::Handler(&*r.handler, params);
             }
             if *method == Method::Head && r.method == Method::Get && head_fallback.is_none() {
-                head_fallback = Some((r.handler.clone(), params));
+                head_fallback = Some((&*r.handler, params));
             }
             if !allowed.contains(&r.method) {
                 allowed.push(r.method.clone());
@@ -231,7 +233,7 @@ impl Router {
             return Dispatch::MethodNotAllowed(allowed);
         }
         match &self.fallback {
-            Some(h) => Dispatch::Handler(h.clone(), Vec::new()),
+            Some(h) => Dispatch::Handler(&**h, Vec::new()),
             None => Dispatch::NotFound,
         }
     }

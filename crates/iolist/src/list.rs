@@ -153,10 +153,16 @@ impl IoList {
     fn find_pin(&self, s: &[u8]) -> Option<(u32, usize)> {
         let start = s.as_ptr() as usize;
         let end = start + s.len();
-        self.pins.iter().enumerate().rev().find_map(|(i, p)| {
-            let ps = p.as_ptr() as usize;
-            (start >= ps && end <= ps + p.len()).then(|| (i as u32, start - ps))
-        })
+        // Newest first: a render pins its page, then each partial as it is called.
+        let mut i = self.pins.len();
+        while i > 0 {
+            i -= 1;
+            let ps = self.pins[i].as_ptr() as usize;
+            if start >= ps && end <= ps + self.pins[i].len() {
+                return Some((i as u32, start - ps));
+            }
+        }
+        None
     }
 
     /// Copies `s` into the list's scratch buffer. If the previous segment is also a scratch run,
@@ -245,16 +251,12 @@ impl IoList {
 
     /// Iterates the non-empty segments in order, descending into nested lists.
     pub fn segments(&self) -> Segments<'_> {
-        Segments {
-            stack: vec![(self, 0)],
-        }
+        Segments { stack: self.walk() }
     }
 
     /// Iterates the segments with their kind, for tracing and tests.
     pub fn segments_with_kind(&self) -> impl Iterator<Item = (SegmentKind, &[u8])> + '_ {
-        Leaves {
-            stack: vec![(self, 0)],
-        }
+        Leaves { stack: self.walk() }
     }
 
     /// Flattens the list into one contiguous buffer (one allocation, one copy of every byte).
@@ -298,9 +300,16 @@ pub enum SegmentKind {
 }
 
 /// Iterator over the segments of an [`IoList`], from [`IoList::segments`].
-#[derive(Debug)]
 pub struct Segments<'a> {
-    stack: Vec<(&'a IoList, usize)>,
+    stack: Vec<Cursor<'a>>,
+}
+
+impl fmt::Debug for Segments<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Segments")
+            .field("depth", &self.stack.len())
+            .finish()
+    }
 }
 
 impl<'a> Iterator for Segments<'a> {
@@ -312,7 +321,7 @@ impl<'a> Iterator for Segments<'a> {
 }
 
 struct Leaves<'a> {
-    stack: Vec<(&'a IoList, usize)>,
+    stack: Vec<Cursor<'a>>,
 }
 
 impl<'a> Iterator for Leaves<'a> {
@@ -323,18 +332,35 @@ impl<'a> Iterator for Leaves<'a> {
     }
 }
 
+/// A position in one list: the list (for its scratch and pins) and its remaining segments.
+pub(crate) type Cursor<'a> = (&'a IoList, std::slice::Iter<'a, Seg>);
+
+impl IoList {
+    /// A cursor at the first segment of this list.
+    pub(crate) fn cursor(&self) -> Cursor<'_> {
+        (self, self.segs.iter())
+    }
+
+    /// The stack of a depth-first walk, started at this list. Room for a few levels of nesting
+    /// up front: a response (head, then the body as a nested list) would otherwise grow it, an
+    /// allocation and a copy per write.
+    pub(crate) fn walk(&self) -> Vec<Cursor<'_>> {
+        let mut stack = Vec::with_capacity(4);
+        stack.push(self.cursor());
+        stack
+    }
+}
+
 /// Depth-first walk shared by every iterator and by the writer's cursor.
-pub(crate) fn next_leaf<'a>(
-    stack: &mut Vec<(&'a IoList, usize)>,
-) -> Option<(SegmentKind, &'a [u8])> {
+#[inline]
+pub(crate) fn next_leaf<'a>(stack: &mut Vec<Cursor<'a>>) -> Option<(SegmentKind, &'a [u8])> {
     loop {
-        let (list, idx) = stack.last_mut()?;
+        let (list, segs) = stack.last_mut()?;
         let list: &'a IoList = list;
-        let Some(seg) = list.segs.get(*idx) else {
+        let Some(seg) = segs.next() else {
             stack.pop();
             continue;
         };
-        *idx += 1;
         match seg {
             Seg::Static(s) => return Some((SegmentKind::Static, s)),
             Seg::Shared(b) => return Some((SegmentKind::Shared, &b[..])),
@@ -347,7 +373,7 @@ pub(crate) fn next_leaf<'a>(
                     &list.pins[*pin as usize][*off..*off + *len],
                 ));
             }
-            Seg::List(l) => stack.push((l, 0)),
+            Seg::List(l) => stack.push(l.cursor()),
         }
     }
 }

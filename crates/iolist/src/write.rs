@@ -15,7 +15,7 @@
 use std::io::{self, IoSlice, Write};
 use std::ops::Range;
 
-use crate::list::{IoList, SegmentKind, next_leaf};
+use crate::list::{Cursor, IoList, SegmentKind, next_leaf};
 use crate::policy::{WritePolicy, WriteStats};
 
 /// Sees every write call the writer makes: the iovecs it was handed and what it returned.
@@ -260,7 +260,7 @@ impl<'a> Entry<'a> {
 
 /// Walks a list and cuts it into batches under a policy.
 struct Planner<'a> {
-    stack: Vec<(&'a IoList, usize)>,
+    stack: Vec<Cursor<'a>>,
     peeked: Option<&'a [u8]>,
     policy: WritePolicy,
     iov_limit: usize,
@@ -269,7 +269,7 @@ struct Planner<'a> {
 impl<'a> Planner<'a> {
     fn new(list: &'a IoList, policy: WritePolicy) -> Self {
         Planner {
-            stack: vec![(list, 0)],
+            stack: list.walk(),
             peeked: None,
             policy,
             iov_limit: policy.iov_limit(),

@@ -63,11 +63,19 @@ impl SizeHint {
     }
 
     /// Remembers the size of a finished render.
+    ///
+    /// Stores only what changed: every render of a page records its size, and a store to a line
+    /// the other worker threads read on each render of the same page would bounce it between
+    /// their caches for nothing.
     pub(crate) fn record(&self, list: &IoList) {
-        self.segments
-            .store(list.segment_count().min(MAX_SIZE_HINT), Ordering::Relaxed);
-        self.bytes
-            .store(list.len().min(MAX_SIZE_HINT), Ordering::Relaxed);
+        let segments = list.segment_count().min(MAX_SIZE_HINT);
+        if self.segments.load(Ordering::Relaxed) != segments {
+            self.segments.store(segments, Ordering::Relaxed);
+        }
+        let bytes = list.len().min(MAX_SIZE_HINT);
+        if self.bytes.load(Ordering::Relaxed) != bytes {
+            self.bytes.store(bytes, Ordering::Relaxed);
+        }
     }
 }
 

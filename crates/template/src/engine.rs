@@ -9,7 +9,7 @@ use galleon_iolist::IoList;
 
 use crate::compile::{Program, compile};
 use crate::error::{Error, ErrorKind, Location};
-use crate::render::Vm;
+use crate::render::{Programs, Vm};
 use crate::value::{Assigns, Value};
 
 /// Default [`Limits::max_steps`]: 100 million instructions and expression nodes. The 100x100
@@ -242,7 +242,12 @@ impl Engine {
     /// Renders `name` whole into one list, within [`Limits::max_output`].
     pub fn render(&self, name: &str, assigns: &Assigns) -> Result<IoList, Error> {
         let index = self.index(name)?;
-        let mut vm = Vm::new(Arc::clone(&self.catalog), self.config, index, assigns);
+        let mut vm = Vm::new(
+            Programs::Borrowed(&self.catalog),
+            self.config,
+            index,
+            assigns,
+        );
         let hint = &self.catalog.programs[index].size_hint;
         let mut out = hint.list();
         vm.reserve(hint.bytes());
@@ -283,7 +288,12 @@ impl Engine {
         chunk_bytes: usize,
     ) -> Result<RenderStream, Error> {
         let index = self.index(name)?;
-        let mut vm = Vm::new(Arc::clone(&self.catalog), self.config, index, &assigns);
+        let mut vm = Vm::new(
+            Programs::Owned(Arc::clone(&self.catalog)),
+            self.config,
+            index,
+            &assigns,
+        );
         vm.reserve(chunk_bytes);
         Ok(RenderStream {
             vm: Some(vm),
@@ -298,7 +308,7 @@ impl Engine {
 /// everything it needs (`Send + 'static`). After an error it ends.
 #[derive(Debug)]
 pub struct RenderStream {
-    vm: Option<Vm>,
+    vm: Option<Vm<'static>>,
     max_steps: u64,
     chunk_bytes: usize,
     /// Segments and scratch bytes of the last chunk, to size the next one.

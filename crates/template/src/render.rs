@@ -118,10 +118,30 @@ fn set_int(slot: &mut Value, i: i64) {
     }
 }
 
+/// The templates a render runs: borrowed by a whole render (no reference count touched on the
+/// catalog every worker thread shares), owned by a stream, which must outlive its engine handle.
+#[derive(Debug)]
+pub(crate) enum Programs<'c> {
+    Borrowed(&'c Catalog),
+    Owned(Arc<Catalog>),
+}
+
+impl std::ops::Deref for Programs<'_> {
+    type Target = Catalog;
+
+    #[inline]
+    fn deref(&self) -> &Catalog {
+        match self {
+            Programs::Borrowed(c) => c,
+            Programs::Owned(c) => c,
+        }
+    }
+}
+
 /// A resumable render: a stack of frames and a step budget.
 #[derive(Debug)]
-pub(crate) struct Vm {
-    catalog: Arc<Catalog>,
+pub(crate) struct Vm<'c> {
+    catalog: Programs<'c>,
     config: Config,
     frames: Vec<Frame>,
     /// Steps left before the render fails with a limit error.
@@ -130,16 +150,18 @@ pub(crate) struct Vm {
     depth_base: usize,
     /// The small-copy buffer, kept between chunks for its capacity.
     buf: Vec<u8>,
+    /// Capacity the small-copy buffer gets at its first copy.
+    first_buf: usize,
 }
 
-impl Vm {
+impl<'c> Vm<'c> {
     /// A render of program `index` with `assigns`, not yet started.
     pub(crate) fn new(
-        catalog: Arc<Catalog>,
+        catalog: Programs<'c>,
         config: Config,
         index: usize,
         assigns: &Assigns,
-    ) -> Vm {
+    ) -> Vm<'c> {
         let frame = Frame::new(&catalog.programs[index], index, |name| {
             assigns.get_str(name).cloned()
         });
@@ -150,22 +172,32 @@ impl Vm {
             frames: vec![frame],
             depth_base: 0,
             buf: Vec::new(),
+            first_buf: 64,
         }
     }
 
-    /// Sets aside `bytes` for the small-copy buffer (what the last render of this size copied).
+    /// Sizes the small-copy buffer for about `bytes` of output. The buffer is allocated at the
+    /// first copy, not here: a render that copies nothing (a page of long static blocks)
+    /// allocates none.
     pub(crate) fn reserve(&mut self, bytes: usize) {
-        self.buf.reserve(bytes.clamp(64, FLUSH_AT));
+        self.first_buf = bytes.clamp(64, FLUSH_AT);
     }
 
     /// Runs until done (`Ok(true)`) or until `out` holds at least `pause_at` bytes (`Ok(false)`:
     /// call again to resume).
     pub(crate) fn run(&mut self, out: &mut IoList, pause_at: usize) -> Result<bool, Error> {
+        // Every static piece of a program is a slice of its text: pinned once here (and once per
+        // partial called), each piece is then an offset into the pin, with no reference-count
+        // traffic on text that every worker thread rendering the template shares.
+        for frame in &self.frames {
+            out.pin(&self.catalog.programs[frame.prog].text);
+        }
         let mut buf = std::mem::take(&mut self.buf);
         let mut o = Out {
             list: out,
             buf: &mut buf,
             copy_below: self.config.copy_below,
+            first_buf: self.first_buf,
         };
         let result = self.run_in(&mut o, pause_at);
         o.finish();
@@ -174,7 +206,7 @@ impl Vm {
     }
 
     fn run_in(&mut self, out: &mut Out<'_>, pause_at: usize) -> Result<bool, Error> {
-        let catalog = &self.catalog;
+        let catalog: &Catalog = &self.catalog;
         // One frame at a time: the inner loop runs its instructions until it calls a partial,
         // returns, pauses or fails.
         'frames: loop {
@@ -305,6 +337,7 @@ impl Vm {
                         let new = Frame::new(&catalog.programs[target], target, |name| {
                             args.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
                         });
+                        out.list.pin(&catalog.programs[target].text);
                         self.frames.push(new);
                         if out.len() >= pause_at {
                             return Ok(false);
@@ -389,7 +422,7 @@ fn op_span(op: &Op) -> Span {
 
 /// Expression evaluation in one frame.
 struct Eval<'a> {
-    catalog: &'a Arc<Catalog>,
+    catalog: &'a Catalog,
     config: &'a Config,
     prog: &'a Program,
     frame: &'a Frame,
@@ -652,6 +685,7 @@ impl<'a> Eval<'a> {
                     list: &mut html,
                     buf: &mut buf,
                     copy_below: self.config.copy_below,
+                    first_buf: 64,
                 };
                 let r = emit(&mut o, &v, false);
                 o.finish();
@@ -665,12 +699,13 @@ impl<'a> Eval<'a> {
                     args.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
                 });
                 let mut vm = Vm {
-                    catalog: Arc::clone(self.catalog),
+                    catalog: Programs::Borrowed(self.catalog),
                     config: *self.config,
                     frames: vec![frame],
                     steps: *self.steps,
                     depth_base: self.depth,
                     buf: Vec::new(),
+                    first_buf: 64,
                 };
                 let mut html = IoList::new();
                 let max = self.config.limits.max_output;
@@ -851,6 +886,8 @@ pub(crate) struct Out<'o> {
     list: &'o mut IoList,
     buf: &'o mut Vec<u8>,
     copy_below: usize,
+    /// Capacity `buf` gets when it has none.
+    first_buf: usize,
 }
 
 impl Out<'_> {
@@ -873,9 +910,13 @@ impl Out<'_> {
         }
     }
 
-    /// Flush before a reference, the render going on.
+    /// Flush before a reference, the render going on. Inline for the common case of nothing to
+    /// flush (a run of referenced pieces, such as a loop over static text).
+    #[inline]
     fn flush(&mut self) {
-        self.flush_with(FLUSH_AT);
+        if !self.buf.is_empty() {
+            self.flush_with(FLUSH_AT);
+        }
     }
 
     /// Flush at the end of a render or chunk.
@@ -886,18 +927,24 @@ impl Out<'_> {
     /// Copies a small piece.
     #[inline]
     fn copy(&mut self, s: &[u8]) {
-        if self.buf.len() + s.len() > self.buf.capacity() && self.buf.len() >= FLUSH_AT / 2 {
-            self.flush();
+        if self.buf.len() + s.len() > self.buf.capacity() {
+            if self.buf.capacity() == 0 {
+                self.buf.reserve(self.first_buf);
+            } else if self.buf.len() >= FLUSH_AT / 2 {
+                self.flush();
+            }
         }
         self.buf.extend_from_slice(s);
     }
 
-    /// Shared bytes: referenced when at least `copy_below` long, copied otherwise.
+    /// Shared bytes: referenced when at least `copy_below` long, copied otherwise. Static text
+    /// lies inside a pinned program text and costs no reference count (see [`Vm::run`]); other
+    /// bytes (a string assign) are cloned.
     #[inline]
     fn text(&mut self, b: &Bytes) {
         if b.len() >= self.copy_below {
             self.flush();
-            self.list.push_bytes(b.clone());
+            self.list.push_shared(b);
         } else {
             self.copy(b);
         }

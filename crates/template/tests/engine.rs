@@ -122,6 +122,9 @@ fn two_renders_hand_out_the_same_addresses() {
     let a = addrs(&one);
     assert_eq!(a, addrs(&two));
     assert_eq!(a.len(), 3);
+    // The three pieces are offsets into one pin of the template's text (one reference count
+    // per render, not one per piece).
+    assert!(format!("{one:?}").contains("pins: 1"), "{one:?}");
     for (kind, ptr, len) in a {
         assert_eq!(
             kind,
