@@ -62,7 +62,7 @@ wait_port() { # port
 }
 
 start_galleon() {
-    "$GALLEON" serve --addr "127.0.0.1:$P_GALLEON" --trace-endpoint off 2>"$TMP/galleon.log" &
+    "$GALLEON" serve --addr "127.0.0.1:$P_GALLEON" --trace-endpoint off --events off 2>"$TMP/galleon.log" &
     GALLEON_PID=$!
     PIDS+=("$GALLEON_PID")
     wait_port "$P_GALLEON"
