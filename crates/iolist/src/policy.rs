@@ -8,14 +8,15 @@ use std::ops::AddAssign;
 pub const IOV_MAX: usize = 1024;
 
 /// Default `coalesce_below`, in bytes: runs of adjacent segments shorter than this are copied
-/// into one buffer. Chosen by `cargo bench -p galleon-iolist` (sweep 1 in the README): over
-/// loopback TCP, copying 256- and 410-byte segments costs less sender CPU than one iovec each,
-/// while 1024-byte and larger segments are cheaper referenced (~105 vs ~125 ns/KiB at 400 KB).
-pub const DEFAULT_COALESCE_BELOW: usize = 1024;
+/// into one buffer. Chosen by `cargo bench -p galleon-iolist` (table and sweep 1 in the README):
+/// over loopback TCP, with the writer's buffer reused, copying segments up to 2 KiB cost less
+/// sender CPU than an iovec each (1 KiB: ~180 vs ~200 ns/KiB; 2 KiB: ~145-175 vs ~160-200), and
+/// from 4 KiB the two were equal within noise, so larger segments stay referenced.
+pub const DEFAULT_COALESCE_BELOW: usize = 4096;
 
 /// Default `max_iov`: iovecs per `writev`, here the most Linux takes. Chosen by the same
-/// benchmark (sweep 2): with 410-byte segments, 1024 iovecs a call cost 20-45% less sender CPU
-/// than 64 or 256, and with 1 KiB-16 KiB segments larger batches were never worse beyond noise;
+/// benchmark (sweep 2): with 410-byte segments, 1024 iovecs a call cost 12-19% less sender CPU
+/// than 256 and 54-59% less than 64, and with 1 KiB-16 KiB segments larger batches were never worse beyond noise;
 /// this refutes "no gain past 32-64 iovecs" for sub-page segments on this kernel. A lower cap
 /// only splits a gathered write that the kernel would have taken whole.
 pub const DEFAULT_MAX_IOV: usize = IOV_MAX;
