@@ -240,14 +240,14 @@ impl<'c> Vm<'c> {
                         let result = match lookup(frame, code) {
                             Some(v) => emit(out, v, *escape),
                             None => {
-                                let mut ev = Eval {
+                                let mut ev = Eval::new(
                                     catalog,
-                                    config: &self.config,
+                                    &self.config,
                                     prog,
                                     frame,
-                                    steps: &mut self.steps,
+                                    &mut self.steps,
                                     depth,
-                                };
+                                );
                                 let v = ev.eval(code)?;
                                 emit(out, &v, *escape)
                             }
@@ -255,14 +255,8 @@ impl<'c> Vm<'c> {
                         result.map_err(|m| prog.error(ErrorKind::TypeMismatch, code.span, m))?;
                     }
                     Op::Exec(code) => {
-                        let mut ev = Eval {
-                            catalog,
-                            config: &self.config,
-                            prog,
-                            frame,
-                            steps: &mut self.steps,
-                            depth,
-                        };
+                        let mut ev =
+                            Eval::new(catalog, &self.config, prog, frame, &mut self.steps, depth);
                         ev.eval(code)?;
                     }
                     Op::Branch {
@@ -273,14 +267,14 @@ impl<'c> Vm<'c> {
                         let truthy = match fast_cond(frame, cond) {
                             Some(t) => t,
                             None => {
-                                let mut ev = Eval {
+                                let mut ev = Eval::new(
                                     catalog,
-                                    config: &self.config,
+                                    &self.config,
                                     prog,
                                     frame,
-                                    steps: &mut self.steps,
+                                    &mut self.steps,
                                     depth,
-                                };
+                                );
                                 ev.eval(cond)?.is_truthy()
                             }
                         };
@@ -294,14 +288,8 @@ impl<'c> Vm<'c> {
                         bind,
                         exit,
                     } => {
-                        let mut ev = Eval {
-                            catalog,
-                            config: &self.config,
-                            prog,
-                            frame,
-                            steps: &mut self.steps,
-                            depth,
-                        };
+                        let mut ev =
+                            Eval::new(catalog, &self.config, prog, frame, &mut self.steps, depth);
                         let mut state = ev.generator(generator)?;
                         if state.advance(*bind, &mut frame.locals) {
                             frame.loops.push(state);
@@ -325,14 +313,8 @@ impl<'c> Vm<'c> {
                         args,
                         span,
                     } => {
-                        let mut ev = Eval {
-                            catalog,
-                            config: &self.config,
-                            prog,
-                            frame,
-                            steps: &mut self.steps,
-                            depth,
-                        };
+                        let mut ev =
+                            Eval::new(catalog, &self.config, prog, frame, &mut self.steps, depth);
                         let (target, args) = ev.call_args(*partial, args, *span)?;
                         let new = Frame::new(&catalog.programs[target], target, |name| {
                             args.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
@@ -434,6 +416,25 @@ struct Eval<'a> {
 type Val<'a> = Cow<'a, Value>;
 
 impl<'a> Eval<'a> {
+    /// An evaluator for expressions of `frame`, spending steps from `steps`.
+    fn new(
+        catalog: &'a Catalog,
+        config: &'a Config,
+        prog: &'a Program,
+        frame: &'a Frame,
+        steps: &'a mut u64,
+        depth: usize,
+    ) -> Self {
+        Eval {
+            catalog,
+            config,
+            prog,
+            frame,
+            steps,
+            depth,
+        }
+    }
+
     fn err(&self, kind: ErrorKind, span: Span, msg: impl Into<String>) -> Error {
         self.prog.error(kind, span, msg)
     }
