@@ -173,17 +173,7 @@ impl Client {
                 .trim()
                 .parse()
                 .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad content-length"))?;
-            let mut left = n;
-            loop {
-                let take = left.min(self.buf.len());
-                sink.write_all(&self.buf[..take])?;
-                self.buf.drain(..take);
-                left -= take;
-                if left == 0 {
-                    break;
-                }
-                self.read_more()?;
-            }
+            self.copy_exact(n, sink)?;
         } else {
             loop {
                 sink.write_all(&self.buf)?;
@@ -198,6 +188,21 @@ impl Client {
         Ok(resp)
     }
 
+    /// Moves exactly `n` body bytes to `sink`, from the buffer first, then from the socket.
+    fn copy_exact(&mut self, n: usize, sink: &mut dyn Write) -> io::Result<()> {
+        let mut left = n;
+        loop {
+            let take = left.min(self.buf.len());
+            sink.write_all(&self.buf[..take])?;
+            self.buf.drain(..take);
+            left -= take;
+            if left == 0 {
+                return Ok(());
+            }
+            self.read_more()?;
+        }
+    }
+
     fn read_chunked(&mut self, sink: &mut dyn Write) -> io::Result<()> {
         loop {
             let line = self.line()?;
@@ -208,17 +213,7 @@ impl Client {
                 while !self.line()?.is_empty() {}
                 return Ok(());
             }
-            let mut left = size;
-            loop {
-                let take = left.min(self.buf.len());
-                sink.write_all(&self.buf[..take])?;
-                self.buf.drain(..take);
-                left -= take;
-                if left == 0 {
-                    break;
-                }
-                self.read_more()?;
-            }
+            self.copy_exact(size, sink)?;
             while self.buf.len() < 2 {
                 self.read_more()?;
             }
