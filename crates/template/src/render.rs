@@ -10,7 +10,7 @@ use bytes::Bytes;
 use galleon_iolist::{IoList, escape_html_into, needs_escape};
 
 use crate::ast::{BinOp, Span, UnOp};
-use crate::compile::{Bind, Code, CodeKind, Generator, Op, Program};
+use crate::compile::{Bind, Code, CodeKind, Generator, Instr, Op, Program, Repeat};
 use crate::engine::{Catalog, Config};
 use crate::error::{Error, ErrorKind};
 use crate::value::{Assigns, Str, Value};
@@ -60,6 +60,50 @@ enum Loop {
 }
 
 impl Loop {
+    /// Elements not yet bound.
+    fn remaining(&self) -> u64 {
+        match self {
+            Loop::Range {
+                next, last, done, ..
+            } => {
+                if *done || next > last {
+                    0
+                } else {
+                    u64::try_from(i128::from(*last) - i128::from(*next) + 1).unwrap_or(u64::MAX)
+                }
+            }
+            Loop::Items { items, next } => items.len().saturating_sub(*next) as u64,
+        }
+    }
+
+    /// Moves past `n` elements (at most [`Loop::remaining`]) without binding them: for a loop
+    /// whose body does not read them.
+    fn skip(&mut self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        match self {
+            Loop::Range {
+                next,
+                last,
+                index,
+                done,
+            } => {
+                let to = i128::from(*next) + i128::from(n);
+                if to > i128::from(*last) {
+                    *next = *last;
+                    *done = true;
+                } else {
+                    *next = to as i64;
+                }
+                *index = index.wrapping_add(n as i64);
+            }
+            Loop::Items { items, next } => {
+                *next = next.saturating_add(n as usize).min(items.len());
+            }
+        }
+    }
+
     /// Binds the next element (and its index) into `locals`; false when the loop is exhausted.
     /// Writes in place: no `Value` is moved through the stack.
     #[inline(always)]
@@ -291,13 +335,67 @@ impl<'c> Vm<'c> {
                         let mut ev =
                             Eval::new(catalog, &self.config, prog, frame, &mut self.steps, depth);
                         let mut state = ev.generator(generator)?;
-                        if state.advance(*bind, &mut frame.locals) {
+                        // A loop whose body is static text: every iteration at once.
+                        if let Some(Instr {
+                            op:
+                                Op::ForNext {
+                                    repeat: Some(rep),
+                                    body,
+                                    ..
+                                },
+                            ..
+                        }) = prog.ops.get(frame.pc)
+                            && *body == frame.pc
+                        {
+                            match repeat_rest(out, rep, &mut state, &mut self.steps, pause_at) {
+                                Repeated::All => frame.pc = *exit,
+                                Repeated::OutOfSteps => {
+                                    return Err(prog.error(
+                                        ErrorKind::Limit,
+                                        Span::default(),
+                                        step_limit_message(&self.config),
+                                    ));
+                                }
+                                // Resume at the loop's bottom, as the next iteration.
+                                Repeated::Paused => {
+                                    frame.loops.push(state);
+                                    return Ok(false);
+                                }
+                            }
+                        } else if state.advance(*bind, &mut frame.locals) {
                             frame.loops.push(state);
                         } else {
                             frame.pc = *exit;
                         }
                     }
-                    Op::ForNext { bind, body } => {
+                    Op::ForNext {
+                        repeat: Some(rep),
+                        body,
+                        ..
+                    } => {
+                        // The body is this instruction's text, just output for the current
+                        // element: output it for all the others at once, one step each, as
+                        // their own iterations would have cost.
+                        if let Some(state) = frame.loops.last_mut() {
+                            match repeat_rest(out, rep, state, &mut self.steps, pause_at) {
+                                Repeated::All => {
+                                    frame.loops.pop();
+                                }
+                                Repeated::OutOfSteps => {
+                                    return Err(prog.error(
+                                        ErrorKind::Limit,
+                                        Span::default(),
+                                        step_limit_message(&self.config),
+                                    ));
+                                }
+                                Repeated::Paused => {
+                                    frame.pc = *body;
+                                    return Ok(false);
+                                }
+                            }
+                        }
+                    }
+                    Op::ForNext { bind, body, .. } => {
                         let more = match frame.loops.last_mut() {
                             Some(state) => state.advance(*bind, &mut frame.locals),
                             None => false,
@@ -332,6 +430,40 @@ impl<'c> Vm<'c> {
                 }
             }
         }
+    }
+}
+
+/// How [`repeat_rest`] ended.
+enum Repeated {
+    /// Every remaining iteration was output.
+    All,
+    /// The output reached the pause point first; the loop state is moved to the iteration to
+    /// resume with, at the loop's bottom instruction.
+    Paused,
+    /// The step budget ran out first.
+    OutOfSteps,
+}
+
+/// Outputs every iteration left in `state` of a loop whose body is `rep`'s static text, one
+/// step each, as the iterations run one by one would have cost.
+fn repeat_rest(
+    out: &mut Out<'_>,
+    rep: &Repeat,
+    state: &mut Loop,
+    steps: &mut u64,
+    pause_at: usize,
+) -> Repeated {
+    let left = state.remaining();
+    let budget = left.min(*steps);
+    let done = out.repeat(rep, budget, pause_at);
+    *steps -= done;
+    if done == left {
+        Repeated::All
+    } else if done == budget {
+        Repeated::OutOfSteps
+    } else {
+        state.skip(done + 1);
+        Repeated::Paused
     }
 }
 
@@ -971,6 +1103,26 @@ impl Out<'_> {
                 }
             }
         }
+    }
+
+    /// Outputs `rep`'s body up to `n` times, in references to its block, stopping early once
+    /// the output holds `pause_at` bytes. Returns how many times it was output.
+    fn repeat(&mut self, rep: &Repeat, n: u64, pause_at: usize) -> u64 {
+        let per_block = (rep.block.len() / rep.unit) as u64;
+        let mut done = 0;
+        while done < n && self.len() < pause_at {
+            // No further than the iteration that reaches `pause_at`, where the loop run one
+            // iteration at a time would have paused: chunks keep their size and step budget.
+            let to_pause = (pause_at - self.len()).div_ceil(rep.unit) as u64;
+            let k = per_block.min(n - done).min(to_pause);
+            if k == per_block {
+                self.text(&rep.block);
+            } else {
+                self.text(&rep.block.slice(..k as usize * rep.unit));
+            }
+            done += k;
+        }
+        done
     }
 
     /// Already-rendered HTML.
