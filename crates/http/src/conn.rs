@@ -2,19 +2,24 @@
 //! the connection is kept alive. Requests are answered strictly in order, so pipelined requests
 //! simply wait in the read buffer.
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
+use futures::future::{BoxFuture, Fuse};
 use futures::{FutureExt, StreamExt};
 use galleon_iolist::{IoList, IoWriter, WriteStats};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
-use tokio::time::{Instant, timeout, timeout_at};
+use tokio::time::{Instant, Sleep, sleep_until, timeout, timeout_at};
 
 use crate::config::ServerConfig;
 use crate::request::{HeadError, Method, Request, parse_head};
@@ -54,6 +59,14 @@ pub(crate) struct Shared {
     pub(crate) router: Router,
     pub(crate) config: ServerConfig,
     pub(crate) traces: TraceStore,
+    /// Set when the server starts shutting down, before the connections are told.
+    pub(crate) stopping: AtomicBool,
+}
+
+impl Shared {
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
 }
 
 /// How reading a request failed.
@@ -66,6 +79,10 @@ enum Fail {
 }
 
 struct Conn {
+    /// The connection's one timer, shared by all its waits (see [`timed`]).
+    timer: Pin<Box<Sleep>>,
+    /// Completes when the server starts shutting down (fused: then pending for good).
+    stop: Fuse<BoxFuture<'static, ()>>,
     stream: TcpStream,
     buf: BytesMut,
     writer: IoWriter,
@@ -83,6 +100,11 @@ pub(crate) async fn serve_connection(
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let stop = async move {
+        let _ = shutdown.wait_for(|stopping| *stopping).await;
+    }
+    .boxed()
+    .fuse();
     let _ = stream.set_nodelay(true);
     let fd = stream.as_raw_fd();
     let mut writer = IoWriter::new(shared.config.write_policy);
@@ -92,7 +114,10 @@ pub(crate) async fn serve_connection(
         writer.set_tracer(Some(Box::new(tracer)));
         sink = Some(s);
     }
+    let first_deadline = Instant::now() + shared.config.limits.header_read_timeout;
     let mut conn = Conn {
+        timer: Box::pin(sleep_until(first_deadline)),
+        stop,
         stream,
         buf: BytesMut::with_capacity(INIT_READ_BUF),
         writer,
@@ -102,14 +127,49 @@ pub(crate) async fn serve_connection(
         sink,
         shared,
     };
-    conn.run(&mut shutdown).await;
+    conn.run().await;
+}
+
+/// Runs `op` until it completes (`Some`) or `deadline` passes (`None`), on the connection's
+/// `timer`.
+///
+/// Per-request timers showed in profiles of small responses (a timer-wheel insert and removal
+/// and a clock read per wait), so the timer is lazy: `op` is first polled without it, so an
+/// operation that completes at once (the socket takes the whole response) never touches it;
+/// a deadline later than the one armed is not re-armed until the armed one fires, and only
+/// then, if `deadline` has not passed, is it moved. A connection busy with requests re-arms
+/// its timer about once per timeout instead of twice per request.
+async fn timed<F: Future>(
+    timer: &mut Pin<Box<Sleep>>,
+    deadline: Instant,
+    op: F,
+) -> Option<F::Output> {
+    let mut op = std::pin::pin!(op);
+    if let Poll::Ready(v) = futures::poll!(op.as_mut()) {
+        return Some(v);
+    }
+    if timer.deadline() > deadline {
+        timer.as_mut().reset(deadline);
+    }
+    loop {
+        tokio::select! {
+            biased;
+            v = op.as_mut() => return Some(v),
+            () = timer.as_mut() => {
+                if Instant::now() >= deadline {
+                    return None;
+                }
+                timer.as_mut().reset(deadline);
+            }
+        }
+    }
 }
 
 impl Conn {
-    async fn run(&mut self, shutdown: &mut watch::Receiver<bool>) {
+    async fn run(&mut self) {
         let mut first = true;
         loop {
-            let req = match self.read_head(first, shutdown).await {
+            let req = match self.read_head(first).await {
                 Ok(Some(r)) => r,
                 Ok(None) => return,
                 Err(f) => return self.fail(f).await,
@@ -148,9 +208,9 @@ impl Conn {
                 } else {
                     run_handler(&self.shared.router, req).await
                 };
-            let keep = wants_keep_alive && !*shutdown.borrow();
+            let keep = wants_keep_alive && !self.shared.stopping();
             match self
-                .write_response(resp, head_only, minor, keep, token, label, shutdown)
+                .write_response(resp, head_only, minor, keep, token, label)
                 .await
             {
                 Ok(true) => {}
@@ -165,11 +225,7 @@ impl Conn {
 
     /// Reads until a complete head is in the buffer. `Ok(None)`: the connection is done (closed
     /// by the client, idle too long, or the server is shutting down between requests).
-    async fn read_head(
-        &mut self,
-        first: bool,
-        shutdown: &mut watch::Receiver<bool>,
-    ) -> Result<Option<Request>, Fail> {
+    async fn read_head(&mut self, first: bool) -> Result<Option<Request>, Fail> {
         let limits = self.shared.config.limits;
         let now = Instant::now();
         // The first request's head is timed from the connection's opening; later ones from
@@ -213,7 +269,7 @@ impl Conn {
                     }
                 }
             }
-            if self.buf.is_empty() && *shutdown.borrow() {
+            if self.buf.is_empty() && self.shared.stopping() {
                 return Ok(None);
             }
             let deadline = if self.buf.is_empty() {
@@ -223,22 +279,27 @@ impl Conn {
             };
             reserve(&mut self.buf, INIT_READ_BUF);
             let idle = self.buf.is_empty();
-            tokio::select! {
-                biased;
-                _ = shutdown.changed(), if idle => return Ok(None),
-                r = timeout_at(deadline, self.stream.read_buf(&mut self.buf)) => match r {
-                    Err(_) if self.buf.is_empty() => return Ok(None),
-                    Err(_) => {
-                        return Err(Fail::Status(
-                            StatusCode::REQUEST_TIMEOUT,
-                            "request head not received in time",
-                        ));
-                    }
-                    Ok(Ok(0)) | Ok(Err(_)) => return Ok(None),
-                    Ok(Ok(_)) => {
-                        if head_deadline.is_none() {
-                            head_deadline = Some(Instant::now() + limits.header_read_timeout);
-                        }
+            let (stream, buf, stop) = (&mut self.stream, &mut self.buf, &mut self.stop);
+            let read = async {
+                tokio::select! {
+                    biased;
+                    _ = stop, if idle => None,
+                    r = stream.read_buf(buf) => Some(r),
+                }
+            };
+            match timed(&mut self.timer, deadline, read).await {
+                None if self.buf.is_empty() => return Ok(None),
+                None => {
+                    return Err(Fail::Status(
+                        StatusCode::REQUEST_TIMEOUT,
+                        "request head not received in time",
+                    ));
+                }
+                // Shutting down, or the client closed or failed.
+                Some(None) | Some(Some(Ok(0))) | Some(Some(Err(_))) => return Ok(None),
+                Some(Some(Ok(_))) => {
+                    if head_deadline.is_none() {
+                        head_deadline = Some(Instant::now() + limits.header_read_timeout);
                     }
                 }
             }
@@ -398,15 +459,16 @@ impl Conn {
         while self.buf.len() < n {
             let want = (n - self.buf.len()).min(BODY_READ_CHUNK);
             reserve(&mut self.buf, want);
-            match timeout(t, self.stream.read_buf(&mut self.buf)).await {
-                Err(_) => {
+            let read = self.stream.read_buf(&mut self.buf);
+            match timed(&mut self.timer, Instant::now() + t, read).await {
+                None => {
                     return Err(Fail::Status(
                         StatusCode::REQUEST_TIMEOUT,
                         "request body not received in time",
                     ));
                 }
-                Ok(Ok(0)) | Ok(Err(_)) => return Err(Fail::Close),
-                Ok(Ok(_)) => {}
+                Some(Ok(0)) | Some(Err(_)) => return Err(Fail::Close),
+                Some(Ok(_)) => {}
             }
         }
         Ok(())
@@ -467,7 +529,6 @@ impl Conn {
         keep: bool,
         token: Option<String>,
         label: Option<String>,
-        shutdown: &mut watch::Receiver<bool>,
     ) -> io::Result<bool> {
         let (status, headers, body, policy) = resp.into_parts();
         self.writer
@@ -520,11 +581,11 @@ impl Conn {
                 },
                 BodyKind::Iter(it) => {
                     let chunks = offload_iter(it);
-                    self.write_chunks(chunks, false, framing == Framing::Chunked, shutdown)
+                    self.write_chunks(chunks, false, framing == Framing::Chunked)
                         .await
                 }
                 BodyKind::Stream(s) => {
-                    self.write_chunks(s, true, framing == Framing::Chunked, shutdown)
+                    self.write_chunks(s, true, framing == Framing::Chunked)
                         .await
                 }
             }
@@ -543,10 +604,11 @@ impl Conn {
 
     /// Writes `self.msg` under the write timeout.
     async fn write_msg(&mut self) -> io::Result<()> {
-        let t = self.shared.config.limits.write_timeout;
-        match timeout(t, self.writer.write_all_async(&mut self.stream, &self.msg)).await {
-            Ok(r) => r,
-            Err(_) => Err(io::Error::new(
+        let deadline = Instant::now() + self.shared.config.limits.write_timeout;
+        let write = self.writer.write_all_async(&mut self.stream, &self.msg);
+        match timed(&mut self.timer, deadline, write).await {
+            Some(r) => r,
+            None => Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "client did not accept the response in time",
             )),
@@ -616,7 +678,6 @@ impl Conn {
         mut chunks: ChunkStream,
         end_on_shutdown: bool,
         chunked: bool,
-        shutdown: &mut watch::Receiver<bool>,
     ) -> io::Result<()> {
         let mut head_pending = true;
         let max_buffered = self.shared.config.limits.max_head_bytes;
@@ -624,9 +685,12 @@ impl Conn {
             let next = loop {
                 let reading = self.buf.len() < max_buffered;
                 reserve(&mut self.buf, INIT_READ_BUF);
+                if end_on_shutdown && self.shared.stopping() {
+                    break None;
+                }
                 tokio::select! {
                     biased;
-                    _ = shutdown.changed(), if end_on_shutdown => break None,
+                    _ = &mut self.stop, if end_on_shutdown => break None,
                     item = chunks.next() => break item,
                     r = self.stream.read_buf(&mut self.buf), if reading => match r {
                         Ok(0) | Err(_) => {

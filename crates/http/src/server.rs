@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
@@ -58,6 +59,7 @@ impl Server {
                 router,
                 config,
                 traces: TraceStore::default(),
+                stopping: AtomicBool::new(false),
             }),
         }
     }
@@ -122,6 +124,7 @@ impl Server {
             }
         }
         drop(listener);
+        self.shared.stopping.store(true, Ordering::Release);
         let _ = tx.send(true);
         let deadline = Instant::now() + self.shared.config.shutdown_grace;
         while !tasks.is_empty() {
