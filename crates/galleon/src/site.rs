@@ -230,7 +230,8 @@ fn assigns_for(site: &Site, page: &str, req: &Request) -> Assigns {
         if k.is_empty() {
             continue;
         }
-        let json = serde_json::from_str(&v).unwrap_or(serde_json::Value::String(v));
+        let json: serde_json::Value =
+            serde_json::from_str(&v).unwrap_or_else(|_| v.into_owned().into());
         a.insert(&k, json);
     }
     match page {

@@ -571,10 +571,7 @@ impl Conn {
             self.write_msg().await
         } else {
             match body.kind {
-                BodyKind::Full(list) => {
-                    self.msg.push_list(list);
-                    self.write_msg().await
-                }
+                BodyKind::Full(list) => self.write_msg_and(&list).await,
                 BodyKind::File(file, len) => match self.write_msg().await {
                     Ok(()) => self.write_file(&file, len, &mut extra).await,
                     Err(e) => Err(e),
@@ -604,8 +601,14 @@ impl Conn {
 
     /// Writes `self.msg` under the write timeout.
     async fn write_msg(&mut self) -> io::Result<()> {
+        self.write_msg_and(&IoList::new()).await
+    }
+
+    /// Writes `self.msg` and then `body` in the same calls, under the write timeout.
+    async fn write_msg_and(&mut self, body: &IoList) -> io::Result<()> {
         let deadline = Instant::now() + self.shared.config.limits.write_timeout;
-        let write = self.writer.write_all_async(&mut self.stream, &self.msg);
+        let lists = [&self.msg, body];
+        let write = self.writer.write_lists_async(&mut self.stream, &lists);
         match timed(&mut self.timer, deadline, write).await {
             Some(r) => r,
             None => Err(io::Error::new(

@@ -1,6 +1,7 @@
 //! `Request`: a parsed request head that borrows nothing (its strings are ranges into one shared
 //! buffer), its body, and the path parameters the router matched.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::net::SocketAddr;
 use std::ops::Range;
@@ -145,7 +146,7 @@ impl Request {
 
     /// The query string decoded into `(name, value)` pairs, in order (`+` is a space, `%XX` a
     /// byte; a pair that does not decode to UTF-8 is skipped).
-    pub fn query_pairs(&self) -> Vec<(String, String)> {
+    pub fn query_pairs(&self) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)> {
         parse_query(self.query())
     }
 
@@ -317,8 +318,11 @@ fn split_target(target: Range<usize>, buf: &[u8]) -> (Range<usize>, Option<Range
 
 /// Decodes `%XX` escapes (and, when `plus_is_space`, `+` as a space). `None` on a bad escape or
 /// a result that is not UTF-8.
-pub fn percent_decode(s: &str, plus_is_space: bool) -> Option<String> {
+pub fn percent_decode(s: &str, plus_is_space: bool) -> Option<Cow<'_, str>> {
     let b = s.as_bytes();
+    if !b.iter().any(|&c| c == b'%' || (plus_is_space && c == b'+')) {
+        return Some(Cow::Borrowed(s));
+    }
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
@@ -339,7 +343,7 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> Option<String> {
             }
         }
     }
-    String::from_utf8(out).ok()
+    String::from_utf8(out).ok().map(Cow::Owned)
 }
 
 fn hex_val(c: u8) -> Option<u8> {
@@ -352,14 +356,11 @@ fn hex_val(c: u8) -> Option<u8> {
 }
 
 /// Splits a query string into decoded pairs; `a` alone is `("a", "")`; bad pairs are skipped.
-pub fn parse_query(q: &str) -> Vec<(String, String)> {
-    q.split('&')
-        .filter(|p| !p.is_empty())
-        .filter_map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            Some((percent_decode(k, true)?, percent_decode(v, true)?))
-        })
-        .collect()
+pub fn parse_query(q: &str) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)> {
+    q.split('&').filter(|p| !p.is_empty()).filter_map(|p| {
+        let (k, v) = p.split_once('=').unwrap_or((p, ""));
+        Some((percent_decode(k, true)?, percent_decode(v, true)?))
+    })
 }
 
 #[cfg(test)]
@@ -379,9 +380,14 @@ mod tests {
         assert_eq!(req.header("host"), Some(&b"h"[..]));
         assert_eq!(req.header_str("x-y"), Some("z"));
         assert_eq!(
-            req.query_pairs(),
+            req.query_pairs().collect::<Vec<_>>(),
             vec![("iters".into(), "10".into()), ("x".into(), "a b!".into())]
         );
+        // Nothing to decode: borrowed from the head, not allocated.
+        assert!(matches!(
+            req.query_pairs().next(),
+            Some((Cow::Borrowed(_), Cow::Borrowed(_)))
+        ));
     }
 
     #[test]

@@ -83,7 +83,7 @@ impl Pattern {
             match piece {
                 Piece::Rest(name) => {
                     let tail = rest.get(consumed..).unwrap_or("");
-                    params.push((name.clone(), percent_decode(tail, false)?));
+                    params.push((name.clone(), percent_decode(tail, false)?.into_owned()));
                     return Some(params);
                 }
                 Piece::Literal(lit) => {
@@ -98,7 +98,7 @@ impl Pattern {
                     if s.is_empty() {
                         return None;
                     }
-                    params.push((name.clone(), percent_decode(s, false)?));
+                    params.push((name.clone(), percent_decode(s, false)?.into_owned()));
                     consumed += s.len() + 1;
                 }
             }

@@ -35,6 +35,27 @@ pub struct IoWriter {
     buf: Vec<u8>,
     stats: WriteStats,
     tracer: Option<Box<dyn WriteTracer>>,
+    spare: Spare,
+}
+
+/// The vectors a write needs (walk stack, batch entries, iovecs), kept empty between writes so
+/// a keep-alive connection allocates them once, not three times per response. They are kept
+/// with `'static` lifetimes and converted to and from a write's own lifetime by [`recycle`].
+#[derive(Default)]
+struct Spare {
+    stack: Vec<Cursor<'static>>,
+    entries: Vec<Entry<'static>>,
+    slices: Vec<IoSlice<'static>>,
+}
+
+/// An emptied vector as a vector of another type of the same size and alignment (here: the
+/// same type with another lifetime), keeping its allocation: std collects a `vec::IntoIter`
+/// through `map` in place. Were it ever not to, this would allocate, not misbehave.
+fn recycle<T, U>(mut v: Vec<T>) -> Vec<U> {
+    v.clear();
+    v.into_iter()
+        .map(|_| unreachable!("the vector is empty"))
+        .collect()
 }
 
 impl std::fmt::Debug for IoWriter {
@@ -89,6 +110,7 @@ impl IoWriter {
             buf: Vec::new(),
             stats: WriteStats::default(),
             tracer: None,
+            spare: Spare::default(),
         }
     }
 
@@ -125,15 +147,29 @@ impl IoWriter {
 
     /// Writes the whole list to a blocking writer.
     pub fn write_all<W: Write + ?Sized>(&mut self, w: &mut W, list: &IoList) -> io::Result<()> {
-        self.prepare(list);
-        let mut planner = Planner::new(list, self.policy);
-        let mut entries = Vec::with_capacity(self.policy.iov_limit().min(list.segment_count()));
+        self.write_lists(w, &[list])
+    }
+
+    /// Writes several lists, one after the other, as if they were one: a response's head and
+    /// body go out in the same calls without first nesting the body in the head's list (an
+    /// allocation per response).
+    pub fn write_lists<W: Write + ?Sized>(
+        &mut self,
+        w: &mut W,
+        lists: &[&IoList],
+    ) -> io::Result<()> {
+        self.prepare(lists);
+        let spare = std::mem::take(&mut self.spare);
+        let mut planner = Planner::new(lists, self.policy, recycle(spare.stack));
+        let mut entries = recycle(spare.entries);
+        let mut spare_slices = spare.slices;
         let result = 'batches: loop {
             self.buf.clear();
             if !planner.fill(&mut entries, &mut self.buf, &mut self.stats) {
                 break Ok(());
             }
-            let mut slices: Vec<IoSlice<'_>> = entries.iter().map(|e| e.slice(&self.buf)).collect();
+            let mut slices: Vec<IoSlice<'_>> = recycle(std::mem::take(&mut spare_slices));
+            slices.extend(entries.iter().map(|e| e.slice(&self.buf)));
             let mut rest = &mut slices[..];
             let mut advanced = None;
             while !rest.is_empty() {
@@ -153,6 +189,12 @@ impl IoWriter {
                     IoSlice::advance_slices(&mut rest, n);
                 }
             }
+            spare_slices = recycle(slices);
+        };
+        self.spare = Spare {
+            stack: recycle(planner.stack),
+            entries: recycle(entries),
+            slices: spare_slices,
         };
         self.finish(result)
     }
@@ -164,16 +206,28 @@ impl IoWriter {
     where
         W: tokio::io::AsyncWrite + Unpin + ?Sized,
     {
+        self.write_lists_async(w, &[list]).await
+    }
+
+    /// [`IoWriter::write_lists`] to an async writer.
+    #[cfg(feature = "tokio")]
+    pub async fn write_lists_async<W>(&mut self, w: &mut W, lists: &[&IoList]) -> io::Result<()>
+    where
+        W: tokio::io::AsyncWrite + Unpin + ?Sized,
+    {
         use tokio::io::AsyncWriteExt;
-        self.prepare(list);
-        let mut planner = Planner::new(list, self.policy);
-        let mut entries = Vec::with_capacity(self.policy.iov_limit().min(list.segment_count()));
+        self.prepare(lists);
+        let spare = std::mem::take(&mut self.spare);
+        let mut planner = Planner::new(lists, self.policy, recycle(spare.stack));
+        let mut entries = recycle(spare.entries);
+        let mut spare_slices = spare.slices;
         let result = 'batches: loop {
             self.buf.clear();
             if !planner.fill(&mut entries, &mut self.buf, &mut self.stats) {
                 break Ok(());
             }
-            let mut slices: Vec<IoSlice<'_>> = entries.iter().map(|e| e.slice(&self.buf)).collect();
+            let mut slices: Vec<IoSlice<'_>> = recycle(std::mem::take(&mut spare_slices));
+            slices.extend(entries.iter().map(|e| e.slice(&self.buf)));
             let mut rest = &mut slices[..];
             let mut advanced = None;
             while !rest.is_empty() {
@@ -193,14 +247,21 @@ impl IoWriter {
                     IoSlice::advance_slices(&mut rest, n);
                 }
             }
+            spare_slices = recycle(slices);
+        };
+        self.spare = Spare {
+            stack: recycle(planner.stack),
+            entries: recycle(entries),
+            slices: spare_slices,
         };
         self.finish(result)
     }
 
     /// Before a write: a list that may need a large coalescing buffer borrows a kept one.
-    fn prepare(&mut self, list: &IoList) {
-        if list.len() > KEEP_BUF_CAPACITY
-            && self.buf.capacity() < list.len()
+    fn prepare(&mut self, lists: &[&IoList]) {
+        let len: usize = lists.iter().map(|l| l.len()).sum();
+        if len > KEEP_BUF_CAPACITY
+            && self.buf.capacity() < len
             && self.policy.coalesce_below > 0
             && let Some(big) = take_big_buffer()
         {
@@ -311,9 +372,12 @@ struct Planner<'a> {
 }
 
 impl<'a> Planner<'a> {
-    fn new(list: &'a IoList, policy: WritePolicy) -> Self {
+    /// A planner walking `lists` in order with `stack` (empty; its capacity is reused).
+    fn new(lists: &[&'a IoList], policy: WritePolicy, mut stack: Vec<Cursor<'a>>) -> Self {
+        // The walk pops from the end: the first list goes on top.
+        stack.extend(lists.iter().rev().map(|l| l.cursor()));
         Planner {
-            stack: list.walk(),
+            stack,
             peeked: None,
             policy,
             iov_limit: policy.iov_limit(),
@@ -375,6 +439,31 @@ impl<'a> Planner<'a> {
 mod tests {
     use super::*;
     use bytes::Bytes;
+
+    #[test]
+    fn a_writer_reuses_its_vectors_from_write_to_write() {
+        let mut list = IoList::new();
+        for _ in 0..10 {
+            list.push_bytes(Bytes::from(vec![b'x'; 5000]));
+        }
+        let mut w = IoWriter::new(WritePolicy::vectored());
+        let addrs = |w: &IoWriter| {
+            (
+                w.spare.stack.as_ptr() as usize,
+                w.spare.entries.as_ptr() as usize,
+                w.spare.slices.as_ptr() as usize,
+            )
+        };
+        let mut out = Vec::new();
+        w.write_all(&mut out, &list).unwrap();
+        let first = addrs(&w);
+        assert!(w.spare.entries.capacity() >= 10 && w.spare.slices.capacity() >= 10);
+        for _ in 0..3 {
+            w.write_all(&mut out, &list).unwrap();
+            assert_eq!(addrs(&w), first, "the same allocations");
+        }
+        assert_eq!(out.len(), 4 * 50_000);
+    }
 
     /// Accepts at most `cap` bytes and `max_iov` iovecs per call, and records each call.
     struct Chunky {
@@ -532,7 +621,7 @@ mod tests {
         let ptr = kept.as_ptr();
         give_big_buffer(kept);
         let mut b = IoWriter::new(WritePolicy::default());
-        b.prepare(&l);
+        b.prepare(&[&l]);
         assert_eq!(b.buf.as_ptr(), ptr, "the next large write reuses it");
         b.write_all(&mut w, &l).unwrap();
         assert_eq!(w.out.len(), 2 * l.len());

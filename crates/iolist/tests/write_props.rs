@@ -199,6 +199,24 @@ proptest! {
     }
 
     #[test]
+    fn several_lists_write_as_their_concatenation(
+        parts in prop::collection::vec(prop::collection::vec(op(), 0..12), 0..5),
+        policy in policy(),
+        caps in prop::collection::vec(1usize..5000, 1..8),
+    ) {
+        let lists: Vec<IoList> = parts.iter().map(|ops| build(ops)).collect();
+        let refs: Vec<&IoList> = lists.iter().collect();
+        let want: Vec<u8> = lists.iter().flat_map(|l| l.to_vec()).collect();
+        let mut writer = IoWriter::new(policy);
+        let mut w = Stingy { out: Vec::new(), caps, call: 0, max_iov_seen: 0, empty_iov_seen: false };
+        writer.write_lists(&mut w, &refs).unwrap();
+        prop_assert_eq!(&w.out, &want);
+        prop_assert!(w.max_iov_seen <= policy.iov_limit());
+        prop_assert!(!w.empty_iov_seen, "an empty iovec was handed to write");
+        prop_assert_eq!(writer.stats().bytes, want.len() as u64);
+    }
+
+    #[test]
     fn segments_and_len_agree(ops in prop::collection::vec(op(), 0..40)) {
         let list = build(&ops);
         prop_assert_eq!(list.to_vec(), expected(&ops));

@@ -159,7 +159,6 @@ pub fn test_router(probes: Arc<Probes>, file: Option<std::path::PathBuf>) -> Rou
             // `n` segments of 1000 bytes, each referenced.
             let n: usize = r
                 .query_pairs()
-                .iter()
                 .find(|(k, _)| k == "n")
                 .and_then(|(_, v)| v.parse().ok())
                 .unwrap_or(10);
@@ -174,7 +173,6 @@ pub fn test_router(probes: Arc<Probes>, file: Option<std::path::PathBuf>) -> Rou
             async move {
                 let n: usize = r
                     .query_pairs()
-                    .iter()
                     .find(|(k, _)| k == "n")
                     .and_then(|(_, v)| v.parse().ok())
                     .unwrap_or(3);
