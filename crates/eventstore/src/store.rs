@@ -127,7 +127,7 @@ impl Store {
         validate_events(&events)?;
         match &self.backend {
             Backend::Sqlite(s) => s.append(stream, expected, events).await,
-            Backend::Postgres(p) => p.append(stream, expected, &events).await,
+            Backend::Postgres(p) => p.append(stream, expected, events).await,
         }
     }
 

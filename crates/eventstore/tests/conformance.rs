@@ -141,6 +141,7 @@ on_both_backends!(
     check_dropped_append_future,
     check_reopen_keeps_data,
     check_http_api,
+    check_group_commit_mixed_outcomes,
 );
 
 fn wrong_version(e: Error) -> (ExpectedVersion, Option<u64>) {
@@ -349,6 +350,122 @@ async fn check_idempotent_retry(ctx: Ctx) {
         .unwrap();
     assert_eq!(next.first_version, 3);
     assert!(next.first_position > first.last_position);
+}
+
+/// Many concurrent appends with every kind of outcome. Both backends commit concurrent appends in
+/// groups; whatever groups form, each append must get exactly the answer it would get alone.
+async fn check_group_commit_mixed_outcomes(ctx: Ctx) {
+    let s = &ctx.store;
+    let stored = events(3);
+    let original = s
+        .append("gc-existing", ExpectedVersion::NoStream, stored.clone())
+        .await
+        .unwrap();
+    let fresh = |n| -> Vec<EventData> { events(n) };
+    let mut dup_late = fresh(3);
+    dup_late[2].id = stored[1].id; // a later id is stored elsewhere
+    let mut dup_first = fresh(2);
+    dup_first[0].id = stored[0].id; // the first id is stored elsewhere
+
+    type Check = Box<dyn FnOnce(Result<galleon_eventstore::AppendResult, Error>) + Send>;
+    let mut calls: Vec<(String, ExpectedVersion, Vec<EventData>, Check)> = Vec::new();
+    for i in 0..30 {
+        calls.push((
+            format!("gc-new-{i}"),
+            ExpectedVersion::NoStream,
+            fresh(2),
+            Box::new(|r| assert_eq!(r.unwrap().first_version, 0)),
+        ));
+    }
+    for _ in 0..10 {
+        calls.push((
+            "gc-shared".into(),
+            ExpectedVersion::Any,
+            fresh(3),
+            Box::new(|r| assert_eq!(r.unwrap().first_version % 3, 0)),
+        ));
+    }
+    calls.push((
+        "gc-dup-late".into(),
+        ExpectedVersion::Any,
+        dup_late,
+        Box::new(|r| assert!(matches!(r, Err(Error::DuplicateEventId(_))), "{r:?}")),
+    ));
+    calls.push((
+        "gc-dup-first".into(),
+        ExpectedVersion::Any,
+        dup_first,
+        Box::new(|r| assert!(matches!(r, Err(Error::DuplicateEventId(_))), "{r:?}")),
+    ));
+    calls.push((
+        "gc-existing".into(),
+        ExpectedVersion::NoStream,
+        stored.clone(),
+        Box::new(move |r| assert_eq!(r.unwrap(), original)),
+    ));
+    calls.push((
+        "gc-existing".into(),
+        ExpectedVersion::NoStream,
+        fresh(1),
+        Box::new(|r| {
+            assert_eq!(
+                wrong_version(r.unwrap_err()),
+                (ExpectedVersion::NoStream, Some(2))
+            )
+        }),
+    ));
+    calls.push((
+        "gc-missing".into(),
+        ExpectedVersion::Exact(7),
+        fresh(1),
+        Box::new(|r| {
+            assert_eq!(
+                wrong_version(r.unwrap_err()),
+                (ExpectedVersion::Exact(7), None)
+            )
+        }),
+    ));
+    calls.push((
+        "gc-missing".into(),
+        ExpectedVersion::StreamExists,
+        fresh(1),
+        Box::new(|r| {
+            assert_eq!(
+                wrong_version(r.unwrap_err()),
+                (ExpectedVersion::StreamExists, None)
+            )
+        }),
+    ));
+    let tasks: Vec<_> = calls
+        .into_iter()
+        .map(|(stream, expected, evs, check)| {
+            let store = s.clone();
+            tokio::spawn(async move { check(store.append(&stream, expected, evs).await) })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    for i in 0..30 {
+        assert_eq!(stream_len(s, &format!("gc-new-{i}")).await, Some(2));
+    }
+    let shared = s
+        .read_stream("gc-shared", 0, 1000, Direction::Forward)
+        .await
+        .unwrap();
+    assert_eq!(
+        shared.iter().map(|e| e.version).collect::<Vec<_>>(),
+        (0..30).collect::<Vec<_>>()
+    );
+    assert_eq!(stream_len(s, "gc-existing").await, Some(3));
+    assert_eq!(stream_len(s, "gc-dup-late").await, None);
+    assert_eq!(stream_len(s, "gc-dup-first").await, None);
+    assert_eq!(stream_len(s, "gc-missing").await, None);
+    // `$all`: every event once, positions increasing, each append's events contiguous.
+    let all = all_events(s, 3 + 60 + 30).await;
+    assert!(all.windows(2).all(|w| w[0].position < w[1].position));
+    let ids: HashSet<Uuid> = all.iter().map(|e| e.id).collect();
+    assert_eq!(ids.len(), all.len());
 }
 
 async fn check_read_stream_directions_and_limits(ctx: Ctx) {
@@ -1111,6 +1228,202 @@ async fn postgres_two_appends_in_one_transaction_get_distinct_positions() {
         let all = all_events(&ctx.store, 4).await;
         let positions: Vec<i64> = all.iter().map(|e| e.position as i64).collect();
         assert_eq!(positions, [firsts[0], firsts[0] + 1, firsts[1], firsts[1] + 1]);
+    })
+    .await;
+}
+
+/// A result row of `galleon_append_batch`: status, actual, first version, first position.
+type BatchRow = (i32, Option<i64>, Option<i64>, Option<i64>);
+
+/// `galleon_append_batch` on its own: one result row per append in input order, checks in
+/// input order within a stream, nothing reserved for rejected appends, positions contiguous.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_append_batch_function() {
+    run_postgres(|ctx: Ctx| async move {
+        let s = &ctx.store;
+        let schema = ctx.pg_schema.clone().unwrap();
+        let stored = events(2);
+        s.append("fb-old", ExpectedVersion::NoStream, stored.clone()).await.unwrap();
+        let raw = raw_client(&ctx.url, Some(&schema)).await;
+        let streams = ["fb-b", "fb-a", "fb-b", "fb-old", "fb-old", "fb-none", "fb-b"];
+        let expected: [i64; 7] = [-2, -1, 1, -2, 1, 3, -2];
+        let counts: [i32; 7] = [2, 1, 3, 1, 4, 1, 1];
+        let mut first_ids: Vec<Uuid> = (0..7).map(|_| Uuid::new_v4()).collect();
+        first_ids[3] = stored[0].id;
+        raw.batch_execute("BEGIN").await.unwrap();
+        let rows = raw
+            .query(
+                "SELECT status, actual, first_version, first_position FROM galleon_append_batch($1, $2, $3, $4)",
+                &[&streams.as_slice(), &expected.as_slice(), &counts.as_slice(), &first_ids],
+            )
+            .await
+            .unwrap();
+        let xid: i64 = raw
+            .query_one("SELECT pg_current_xact_id()::text::bigint", &[])
+            .await
+            .unwrap()
+            .get(0);
+        let got: Vec<BatchRow> = rows
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+            .collect();
+        // Grouped by stream in name order: fb-a (1 event), fb-b (2 + 3), fb-old (4).
+        let base = xid << 16;
+        assert_eq!(
+            got,
+            vec![
+                (0, None, Some(0), Some(base + 1)),     // fb-b: created, versions 0..1
+                (0, None, Some(0), Some(base)),         // fb-a: created, version 0
+                (0, None, Some(2), Some(base + 3)),     // fb-b: Exact(1) after the first
+                (4, None, None, None),                  // fb-old: first id stored: for galleon_append
+                (0, None, Some(2), Some(base + 6)),     // fb-old: Exact(1)
+                (2, None, None, None),                  // fb-none: Exact(3), no stream
+                (2, Some(4), None, None),               // fb-b: NoStream, but it is at 4 by now
+            ]
+        );
+        let versions: Vec<(String, i64)> = raw
+            .query("SELECT stream_id, version FROM streams ORDER BY stream_id", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        assert_eq!(
+            versions,
+            [("fb-a".to_owned(), 0), ("fb-b".to_owned(), 4), ("fb-old".to_owned(), 5)]
+        );
+        // The caller is to COPY the events; without them nothing may commit.
+        raw.batch_execute("ROLLBACK").await.unwrap();
+    })
+    .await;
+}
+
+/// A group commit whose connection is killed while it waits inside the COPY leaves nothing
+/// half-written; its appends are then run one by one, and every append ends up stored once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_killed_group_commit_leaves_nothing_half_written() {
+    run_postgres(|ctx: Ctx| async move {
+        const APPENDS: usize = 40;
+        let s = &ctx.store;
+        let schema = ctx.pg_schema.clone().unwrap();
+        let batches: Vec<Vec<EventData>> = (0..APPENDS).map(|_| events(50)).collect();
+        // Another transaction holds the last id of the last append, uncommitted.
+        let blocked_id = batches[APPENDS - 1][49].id;
+        let blocker = raw_client(&ctx.url, Some(&schema)).await;
+        blocker.batch_execute("BEGIN").await.unwrap();
+        blocker
+            .execute(
+                "INSERT INTO events (position, stream_id, version, event_id, event_type, data, metadata) \
+                 VALUES (-1, 'blocker', 0, $1, 'B', '{}', '{}')",
+                &[&blocked_id],
+            )
+            .await
+            .unwrap();
+        let tasks: Vec<_> = batches
+            .iter()
+            .enumerate()
+            .map(|(i, evs)| {
+                let store = s.clone();
+                let evs = evs.clone();
+                tokio::spawn(async move {
+                    store.append(&format!("kgc-{i}"), ExpectedVersion::NoStream, evs).await
+                })
+            })
+            .collect();
+        let killer = raw_client(&ctx.url, None).await;
+        let mut killed = 0;
+        for _ in 0..200 {
+            killed = killer
+                .query(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                     WHERE application_name = $1 AND wait_event_type = 'Lock' \
+                       AND (query LIKE 'COPY events%' OR query LIKE '%galleon_append%')",
+                    &[&schema],
+                )
+                .await
+                .unwrap()
+                .len();
+            if killed > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert_eq!(killed, 1, "no append blocked where expected");
+        // Let the blocked append through: it either failed with the killed connection (it was
+        // alone in its transaction) or is run again on its own (it was in a group).
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        blocker.batch_execute("ROLLBACK").await.unwrap();
+        let mut failed = Vec::new();
+        for (i, t) in tasks.into_iter().enumerate() {
+            match t.await.unwrap() {
+                Ok(r) => assert_eq!((r.first_version, r.last_version), (0, 49)),
+                Err(e) => {
+                    assert!(e.is_transient(), "{e:?}");
+                    failed.push(i);
+                }
+            }
+        }
+        // Whatever failed was not written at all; retrying it stores it once.
+        for &i in &failed {
+            assert_eq!(stream_len(s, &format!("kgc-{i}")).await, None);
+            s.append(&format!("kgc-{i}"), ExpectedVersion::NoStream, batches[i].clone())
+                .await
+                .unwrap();
+        }
+        for i in 0..APPENDS {
+            assert_eq!(stream_len(s, &format!("kgc-{i}")).await, Some(50), "kgc-{i}");
+        }
+        let all = all_events(s, APPENDS * 50).await;
+        let ids: HashSet<Uuid> = all.iter().map(|e| e.id).collect();
+        assert_eq!(ids.len(), APPENDS * 50);
+    })
+    .await;
+}
+
+/// A database created by schema version 1 (before group commit) is upgraded in place when opened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_upgrades_a_version_1_schema() {
+    run_postgres(|ctx: Ctx| async move {
+        let schema = ctx.pg_schema.clone().unwrap();
+        let s = &ctx.store;
+        s.append("v1", ExpectedVersion::NoStream, events(2))
+            .await
+            .unwrap();
+        // Turn the schema back into what version 1 created.
+        let raw = raw_client(&ctx.url, Some(&schema)).await;
+        raw.batch_execute(
+            "DROP FUNCTION galleon_append_batch(text[], bigint[], int[], uuid[]); \
+             DELETE FROM schema_version WHERE version > 1",
+        )
+        .await
+        .unwrap();
+        let reopened = ctx.reopen().await;
+        let version: i64 = raw
+            .query_one("SELECT max(version) FROM schema_version", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(version, 2);
+        let tasks: Vec<_> = (0..20)
+            .map(|i| {
+                let store = reopened.clone();
+                tokio::spawn(async move {
+                    store
+                        .append(&format!("v2-{i}"), ExpectedVersion::NoStream, events(3))
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let r = reopened
+            .append("v1", ExpectedVersion::Exact(1), events(1))
+            .await
+            .unwrap();
+        assert_eq!(r.first_version, 2);
+        all_events(&reopened, 3 + 60).await;
     })
     .await;
 }
