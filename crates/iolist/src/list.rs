@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use smallvec::SmallVec;
 
 /// One piece of an [`IoList`], as stored.
 #[derive(Clone)]
@@ -37,7 +38,8 @@ pub struct IoList {
     segs: Vec<Seg>,
     scratch: Vec<u8>,
     /// Allocations this list holds one reference to, so that segments inside them need none.
-    pins: Vec<Bytes>,
+    /// Inline for the usual one or two (a page and its layout): no allocation per render.
+    pins: SmallVec<[Bytes; 2]>,
     len: usize,
     /// Number of leaf segments, nested lists counted by their own leaves.
     leaves: usize,
@@ -49,7 +51,7 @@ impl IoList {
         IoList {
             segs: Vec::new(),
             scratch: Vec::new(),
-            pins: Vec::new(),
+            pins: SmallVec::new_const(),
             len: 0,
             leaves: 0,
         }
@@ -60,7 +62,7 @@ impl IoList {
         IoList {
             segs: Vec::with_capacity(segments),
             scratch: Vec::with_capacity(scratch),
-            pins: Vec::new(),
+            pins: SmallVec::new(),
             len: 0,
             leaves: 0,
         }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use galleon_iolist::{IoList, escape_html_into, needs_escape};
+use smallvec::{SmallVec, smallvec};
 
 use crate::ast::{BinOp, Span, UnOp};
 use crate::compile::{Bind, Code, CodeKind, Generator, Instr, Op, Program, Repeat};
@@ -22,14 +23,18 @@ const BYTES_PER_STEP: usize = 64;
 
 static NIL: Value = Value::Nil;
 
+/// Variable slots and assigns a frame holds without allocating: a page's handful of loop
+/// variables and assigns. Allocations per small render showed in profiles of 4 KB responses.
+const INLINE_SLOTS: usize = 4;
+
 /// One template being rendered: which program, where in it, and its variables.
 #[derive(Debug)]
 struct Frame {
     prog: usize,
     pc: usize,
-    locals: Vec<Value>,
+    locals: SmallVec<[Value; INLINE_SLOTS]>,
     /// The frame's assigns, one per name the program uses (`None`: not given).
-    assigns: Vec<Option<Value>>,
+    assigns: SmallVec<[Option<Value>; INLINE_SLOTS]>,
     loops: Vec<Loop>,
 }
 
@@ -38,7 +43,7 @@ impl Frame {
         Frame {
             prog: index,
             pc: 0,
-            locals: vec![Value::Nil; prog.locals],
+            locals: SmallVec::from_elem(Value::Nil, prog.locals),
             assigns: prog.assigns.iter().map(lookup).collect(),
             loops: Vec::new(),
         }
@@ -187,7 +192,7 @@ impl std::ops::Deref for Programs<'_> {
 pub(crate) struct Vm<'c> {
     catalog: Programs<'c>,
     config: Config,
-    frames: Vec<Frame>,
+    frames: SmallVec<[Frame; 1]>,
     /// Steps left before the render fails with a limit error.
     pub(crate) steps: u64,
     /// Partial nesting outside this VM (for renders started inside an expression).
@@ -213,7 +218,7 @@ impl<'c> Vm<'c> {
             steps: config.limits.max_steps,
             catalog,
             config,
-            frames: vec![frame],
+            frames: smallvec![frame],
             depth_base: 0,
             buf: Vec::new(),
             first_buf: 64,
@@ -834,7 +839,7 @@ impl<'a> Eval<'a> {
                 let mut vm = Vm {
                     catalog: Programs::Borrowed(self.catalog),
                     config: *self.config,
-                    frames: vec![frame],
+                    frames: smallvec![frame],
                     steps: *self.steps,
                     depth_base: self.depth,
                     buf: Vec::new(),
