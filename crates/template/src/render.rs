@@ -271,11 +271,7 @@ impl<'c> Vm<'c> {
                 };
                 frame.pc += 1;
                 if self.steps == 0 {
-                    return Err(prog.error(
-                        ErrorKind::Limit,
-                        op_span(&ins.op),
-                        step_limit_message(&self.config),
-                    ));
+                    return Err(step_limit(prog, op_span(&ins.op), &self.config));
                 }
                 self.steps -= 1;
                 if !ins.text.is_empty() {
@@ -355,11 +351,7 @@ impl<'c> Vm<'c> {
                             match repeat_rest(out, rep, &mut state, &mut self.steps, pause_at) {
                                 Repeated::All => frame.pc = *exit,
                                 Repeated::OutOfSteps => {
-                                    return Err(prog.error(
-                                        ErrorKind::Limit,
-                                        Span::default(),
-                                        step_limit_message(&self.config),
-                                    ));
+                                    return Err(step_limit(prog, Span::default(), &self.config));
                                 }
                                 // Resume at the loop's bottom, as the next iteration.
                                 Repeated::Paused => {
@@ -387,11 +379,7 @@ impl<'c> Vm<'c> {
                                     frame.loops.pop();
                                 }
                                 Repeated::OutOfSteps => {
-                                    return Err(prog.error(
-                                        ErrorKind::Limit,
-                                        Span::default(),
-                                        step_limit_message(&self.config),
-                                    ));
+                                    return Err(step_limit(prog, Span::default(), &self.config));
                                 }
                                 Repeated::Paused => {
                                     frame.pc = *body;
@@ -470,6 +458,11 @@ fn repeat_rest(
         state.skip(done + 1);
         Repeated::Paused
     }
+}
+
+/// The error of a render that ran out of steps at `span` of `prog`.
+fn step_limit(prog: &Program, span: Span, config: &Config) -> Error {
+    prog.error(ErrorKind::Limit, span, step_limit_message(config))
 }
 
 fn step_limit_message(config: &Config) -> String {
