@@ -81,7 +81,9 @@ enum Fail {
 struct Conn {
     /// The connection's one timer, shared by all its waits (see [`timed`]).
     timer: Pin<Box<Sleep>>,
-    /// Completes when the server starts shutting down (fused: then pending for good).
+    /// Completes when the server starts shutting down (fused: then pending for good). Polled
+    /// once at the start, which registers this task for the wake-up; idle reads then check
+    /// [`Shared::stopping`] whenever the task is woken.
     stop: Fuse<BoxFuture<'static, ()>>,
     stream: TcpStream,
     buf: BytesMut,
@@ -127,6 +129,9 @@ pub(crate) async fn serve_connection(
         sink,
         shared,
     };
+    // Registers the stop future's wake-up with this task once; idle waits then check the
+    // `stopping` flag when woken instead of polling the future (a lock) every time.
+    let _ = futures::poll!(&mut conn.stop);
     conn.run().await;
 }
 
@@ -141,13 +146,15 @@ pub(crate) async fn serve_connection(
 /// its timer about once per timeout instead of twice per request.
 async fn timed<F: Future>(
     timer: &mut Pin<Box<Sleep>>,
-    deadline: Instant,
+    deadline: impl FnOnce() -> Instant,
     op: F,
 ) -> Option<F::Output> {
     let mut op = std::pin::pin!(op);
     if let Poll::Ready(v) = futures::poll!(op.as_mut()) {
         return Some(v);
     }
+    // Only now is the deadline needed (for a write, a clock read saved per response).
+    let deadline = deadline();
     if timer.deadline() > deadline {
         timer.as_mut().reset(deadline);
     }
@@ -279,15 +286,17 @@ impl Conn {
             };
             reserve(&mut self.buf, INIT_READ_BUF);
             let idle = self.buf.is_empty();
-            let (stream, buf, stop) = (&mut self.stream, &mut self.buf, &mut self.stop);
-            let read = async {
-                tokio::select! {
-                    biased;
-                    _ = stop, if idle => None,
-                    r = stream.read_buf(buf) => Some(r),
+            let shared = &self.shared;
+            let mut read = std::pin::pin!(self.stream.read_buf(&mut self.buf));
+            // An idle connection ends when the server stops: the stop future, polled once when
+            // the connection started, wakes this task then, and the flag says why.
+            let read = std::future::poll_fn(|cx| {
+                if idle && shared.stopping() {
+                    return Poll::Ready(None);
                 }
-            };
-            match timed(&mut self.timer, deadline, read).await {
+                read.as_mut().poll(cx).map(Some)
+            });
+            match timed(&mut self.timer, || deadline, read).await {
                 None if self.buf.is_empty() => return Ok(None),
                 None => {
                     return Err(Fail::Status(
@@ -460,7 +469,7 @@ impl Conn {
             let want = (n - self.buf.len()).min(BODY_READ_CHUNK);
             reserve(&mut self.buf, want);
             let read = self.stream.read_buf(&mut self.buf);
-            match timed(&mut self.timer, Instant::now() + t, read).await {
+            match timed(&mut self.timer, || Instant::now() + t, read).await {
                 None => {
                     return Err(Fail::Status(
                         StatusCode::REQUEST_TIMEOUT,
@@ -606,10 +615,10 @@ impl Conn {
 
     /// Writes `self.msg` and then `body` in the same calls, under the write timeout.
     async fn write_msg_and(&mut self, body: &IoList) -> io::Result<()> {
-        let deadline = Instant::now() + self.shared.config.limits.write_timeout;
+        let t = self.shared.config.limits.write_timeout;
         let lists = [&self.msg, body];
         let write = self.writer.write_lists_async(&mut self.stream, &lists);
-        match timed(&mut self.timer, deadline, write).await {
+        match timed(&mut self.timer, || Instant::now() + t, write).await {
             Some(r) => r,
             None => Err(io::Error::new(
                 io::ErrorKind::TimedOut,

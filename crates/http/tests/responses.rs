@@ -330,3 +330,40 @@ fn graceful_shutdown_finishes_in_flight_and_refuses_new() {
         "listener still open"
     );
 }
+
+#[test]
+fn shutdown_closes_a_keep_alive_connection_idle_after_its_requests() {
+    let (mut s, _) = start(ServerConfig::default());
+    let mut c = s.connect();
+    // Three requests on one keep-alive connection, each response read whole (1000-byte body).
+    for _ in 0..3 {
+        c.write_all(b"GET /big?n=1 HTTP/1.1\r\nhost: t\r\n\r\n")
+            .unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !got.windows(4).any(|w| w == b"\r\n\r\n")
+            || got.len() < got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4 + 1000
+        {
+            let n = c.read(&mut buf).unwrap();
+            assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert!(got.starts_with(b"HTTP/1.1 200 OK"));
+    }
+    // The connection now waits for a fourth request: shutdown must close it at once (the
+    // client reads end-of-stream), not leave it to the idle timeout or the grace period.
+    let started = std::time::Instant::now();
+    s.begin_stop();
+    let mut buf = [0u8; 64];
+    assert_eq!(c.read(&mut buf).unwrap(), 0, "closed without a response");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    let summary = s.stop();
+    assert_eq!(
+        summary.aborted, 0,
+        "the idle connection was aborted, not closed"
+    );
+}
