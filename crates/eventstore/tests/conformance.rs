@@ -106,6 +106,19 @@ where
     }
 }
 
+/// Terminates the backends that `sql` (taking the application name, `$1`) selects, retrying
+/// for up to 5 s until there is one: returns how many were terminated.
+async fn terminate_when_blocked(killer: &tokio_postgres::Client, schema: &str, sql: &str) -> usize {
+    for _ in 0..200 {
+        let killed = killer.query(sql, &[&schema]).await.unwrap().len();
+        if killed > 0 {
+            return killed;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    0
+}
+
 async fn raw_client(url: &str, schema: Option<&str>) -> tokio_postgres::Client {
     let mut config: tokio_postgres::Config = url.parse().unwrap();
     if let Some(schema) = schema {
@@ -1009,22 +1022,14 @@ async fn postgres_killed_connection_mid_append_leaves_nothing() {
         let store = s.clone();
         let append = tokio::spawn(async move { store.append("killed", ExpectedVersion::NoStream, batch).await });
         let killer = raw_client(&ctx.url, None).await;
-        let mut killed = 0;
-        for _ in 0..200 {
-            killed = killer
-                .query(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                     WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%galleon_append%'",
-                    &[&schema],
-                )
-                .await
-                .unwrap()
-                .len();
-            if killed > 0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        let killed = terminate_when_blocked(
+            &killer,
+            &schema,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = $1 AND wait_event_type = 'Lock' \
+               AND query LIKE '%galleon_append%'",
+        )
+        .await;
         assert_eq!(killed, 1, "the append never blocked where expected");
         let err = append.await.unwrap().unwrap_err();
         assert!(err.is_transient(), "{err:?}");
@@ -1331,23 +1336,14 @@ async fn postgres_killed_group_commit_leaves_nothing_half_written() {
             })
             .collect();
         let killer = raw_client(&ctx.url, None).await;
-        let mut killed = 0;
-        for _ in 0..200 {
-            killed = killer
-                .query(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                     WHERE application_name = $1 AND wait_event_type = 'Lock' \
-                       AND (query LIKE 'COPY events%' OR query LIKE '%galleon_append%')",
-                    &[&schema],
-                )
-                .await
-                .unwrap()
-                .len();
-            if killed > 0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        let killed = terminate_when_blocked(
+            &killer,
+            &schema,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = $1 AND wait_event_type = 'Lock' \
+               AND (query LIKE 'COPY events%' OR query LIKE '%galleon_append%')",
+        )
+        .await;
         assert_eq!(killed, 1, "no append blocked where expected");
         // Let the blocked append through: it either failed with the killed connection (it was
         // alone in its transaction) or is run again on its own (it was in a group).
