@@ -136,9 +136,9 @@ pub(crate) enum Op {
 
 /// A loop whose body is static text only: every iteration outputs the same bytes, so the render
 /// outputs the remaining iterations as references to `block`, the body repeated back to back,
-/// instead of one segment per iteration. `/blah?iters=1000` becomes 7 segments of up to 32 KiB
-/// rather than 1,000 of 410 bytes: a tenth of the render's work, and a `writev` whose few large
-/// iovecs the kernel copies as fast as one flat buffer.
+/// instead of one segment per iteration. `/blah?iters=1000` becomes 13 segments of up to 32 KiB
+/// (79 bodies each) rather than 1,000 of 410 bytes: the render skips the iterations, and the
+/// `writev` hands the kernel a few large iovecs from one block that stays in cache.
 #[derive(Debug)]
 pub(crate) struct Repeat {
     /// The body, `block.len() / unit` times over; a slice of [`Program::text`], so pinned.
