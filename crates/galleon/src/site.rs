@@ -9,6 +9,7 @@
 //! byte-identical to `galleon render site/pages/blah.html.eex --assign iters=N`; the layout wraps
 //! only the index.
 
+use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -80,17 +81,20 @@ struct Engines {
 struct Site {
     /// The compiled templates.
     engines: Engines,
-    data: HashMap<String, Assigns>,
     pool: Vec<Value>,
     stream_chunk: usize,
     seq: AtomicU64,
 }
 
-/// One page: its name (`blah`) and its template's (`pages/blah.html.eex`).
+/// One page: its name (`blah`), its template's (`pages/blah.html.eex`), its data file's
+/// assigns and, for the seed's string pages, how many pool strings it picks from.
 #[derive(Debug)]
 struct Page {
     page: String,
     template: String,
+    data: Option<Assigns>,
+    /// `Some(n)`: `@strings` is picked from the first `n` strings of the pool.
+    strings: Option<usize>,
 }
 
 /// Builds the site's router from `dir` (`pages/`, `data/`, `static/`, `layout.html.eex`).
@@ -130,7 +134,6 @@ pub(crate) fn router(dir: &Path, stream_chunk: usize) -> anyhow::Result<Router> 
     }
     let site = Arc::new(Site {
         engines,
-        data,
         pool: string_pool(),
         stream_chunk: stream_chunk.max(1),
         seq: AtomicU64::new(0x2545_f491_4f6c_dd1d),
@@ -149,6 +152,12 @@ pub(crate) fn router(dir: &Path, stream_chunk: usize) -> anyhow::Result<Router> 
         let path = format!("/{page}");
         let page = Arc::new(Page {
             template: format!("pages/{page}.html.eex"),
+            data: data.remove(&page),
+            strings: match page.as_str() {
+                "static-strings" => Some(STATIC_SET),
+                "dynamic-strings" => Some(STRING_POOL),
+                _ => None,
+            },
             page,
         });
         // The page is rendered when the handler is called, on the connection's task, so the
@@ -221,53 +230,78 @@ fn index(site: &Site, pages: &[String]) -> Response {
     }
 }
 
-/// Assigns for a page: its data file, then the query string (values JSON-parsed where they
-/// parse, strings otherwise: the same rule as `galleon render --assign`), then the extras of the
-/// seed experiments.
-fn assigns_for(site: &Site, page: &str, req: &Request) -> Assigns {
-    let mut a = site.data.get(page).cloned().unwrap_or_default();
-    for (k, v) in req.query_pairs() {
-        if k.is_empty() {
-            continue;
-        }
-        let json: serde_json::Value =
-            serde_json::from_str(&v).unwrap_or_else(|_| v.into_owned().into());
-        a.insert(&k, json);
+/// The value of `@name` for one request of `page`, the way the page's assigns are layered: its
+/// data file, overridden by the query string (values JSON-parsed where they parse, strings
+/// otherwise: the same rule as `galleon render --assign`; the last pair of a name wins), then the
+/// extras of the seed experiments. The engine asks only for the names the template uses, so a
+/// request builds no map of assigns and parses no query value the page does not read.
+fn assign(
+    site: &Site,
+    page: &Page,
+    req: &Request,
+    name: &str,
+    strings: &OnceCell<Value>,
+) -> Option<Value> {
+    if page.strings.is_some() && name == "strings" {
+        return Some(
+            strings
+                .get_or_init(|| pick_strings(site, page, req))
+                .clone(),
+        );
     }
-    match page {
-        "doom" if a.get("iters").is_none() => a.insert("iters", DOOM_DEFAULT_ITERS),
-        "static-strings" | "dynamic-strings" => {
-            let count = match a.get("count") {
-                Some(Value::Int(n)) => (*n).clamp(0, MAX_STRING_COUNT as i64) as usize,
-                _ => DEFAULT_STRING_COUNT,
-            };
-            let modulus = if page == "static-strings" {
-                STATIC_SET
-            } else {
-                site.pool.len()
-            };
-            let mut rng = XorShift(site.seq.fetch_add(0x9e37_79b9, Ordering::Relaxed) | 1);
-            let picks: Vec<Value> = (0..count)
-                .map(|_| site.pool[(rng.next() % modulus as u64) as usize].clone())
-                .collect();
-            a.insert("strings", Value::list(picks));
-        }
-        _ => {}
+    let from_query = req
+        .query_pairs()
+        .filter(|(k, _)| k == name)
+        .last()
+        .map(|(_, v)| parse_assign(&v));
+    from_query
+        .or_else(|| page.data.as_ref()?.get(name).cloned())
+        .or_else(|| (page.page == "doom" && name == "iters").then_some(DOOM_DEFAULT_ITERS.into()))
+}
+
+/// `@strings` of `/static-strings` and `/dynamic-strings`: `@count` picks from the pool (the
+/// first [`STATIC_SET`] strings, or all of them).
+fn pick_strings(site: &Site, page: &Page, req: &Request) -> Value {
+    let count = match assign(site, page, req, "count", &OnceCell::new()) {
+        Some(Value::Int(n)) => n.clamp(0, MAX_STRING_COUNT as i64) as usize,
+        _ => DEFAULT_STRING_COUNT,
+    };
+    let modulus = page.strings.unwrap_or(site.pool.len()).max(1);
+    let mut rng = XorShift(site.seq.fetch_add(0x9e37_79b9, Ordering::Relaxed) | 1);
+    Value::list((0..count).map(|_| site.pool[(rng.next() % modulus as u64) as usize].clone()))
+}
+
+/// A query value as an assign: JSON where it parses (`10`, `true`, `[1,2]`, `"x"`), else the
+/// string itself. Plain integers, the common case (`?iters=10`), skip the JSON parser; the
+/// result is the same (tested).
+fn parse_assign(v: &str) -> Value {
+    let digits = v.strip_prefix('-').unwrap_or(v);
+    let plain_int = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && !(digits.len() > 1 && digits.starts_with('0'))
+        && v != "-0";
+    if plain_int && let Ok(i) = v.parse::<i64>() {
+        return Value::Int(i);
     }
-    a
+    match serde_json::from_str::<serde_json::Value>(v) {
+        Ok(json) => json.into(),
+        Err(_) => Value::str(v),
+    }
 }
 
 fn render_page(site: &Site, page: &Page, req: &Request) -> Response {
-    let assigns = assigns_for(site, &page.page, req);
+    let strings = OnceCell::new();
+    let assign = |name: &str| assign(site, page, req, name, &strings);
     // Whole first, within FULL_BODY_MAX: the engine sizes the list from the last render, and
-    // the response gets a content-length. A page past the limit is rendered again as a stream.
+    // the response gets a content-length. A page past the limit is rendered again as a stream
+    // (with the same assigns: the strings pages pick their strings once).
     let engines = &site.engines;
-    let resp = match engines.whole.render(&page.template, &assigns) {
+    let resp = match engines.whole.render_with(&page.template, assign) {
         Ok(list) => Response::html(list),
         Err(e) if e.kind() == ErrorKind::Limit => {
             match engines
                 .engine
-                .stream(&page.template, assigns, site.stream_chunk)
+                .stream_with(&page.template, assign, site.stream_chunk)
             {
                 Ok(stream) => Response::html(Body::iter(stream)),
                 Err(e) => return Response::error(StatusCode::INTERNAL_SERVER_ERROR, e),
@@ -339,6 +373,46 @@ fn static_file(root: &Path, rel: &str) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The old rule, which the integer fast path must agree with.
+    fn via_json(v: &str) -> Value {
+        serde_json::from_str::<serde_json::Value>(v).map_or_else(|_| Value::str(v), Value::from)
+    }
+
+    #[test]
+    fn query_values_parse_as_json_or_stay_strings() {
+        for v in [
+            "0",
+            "10",
+            "-7",
+            "-0",
+            "007",
+            "-01",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "9223372036854775808",
+            "99999999999999999999",
+            "1.5",
+            "1e3",
+            " 10",
+            "10 ",
+            "+1",
+            "-",
+            "",
+            "--1",
+            "1-",
+            "true",
+            "null",
+            "[1,2]",
+            "\"x\"",
+            "abc",
+            "{\"a\":1}",
+        ] {
+            assert_eq!(parse_assign(v), via_json(v), "{v:?}");
+        }
+        assert_eq!(parse_assign("10"), Value::Int(10));
+        assert_eq!(parse_assign("007"), Value::str("007"));
+    }
 
     #[test]
     fn static_paths_cannot_escape_the_root() {

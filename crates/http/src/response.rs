@@ -6,6 +6,7 @@ use std::pin::Pin;
 
 use futures::Stream;
 use galleon_iolist::{IoList, WritePolicy};
+use smallvec::SmallVec;
 
 /// An error from a body stream; the response is cut short and the connection closed.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -208,7 +209,7 @@ impl From<String> for Body {
 #[derive(Debug)]
 pub struct Response {
     status: StatusCode,
-    headers: Vec<(Cow<'static, str>, Cow<'static, str>)>,
+    headers: HeaderList,
     body: Body,
     policy: Option<WritePolicy>,
 }
@@ -218,7 +219,7 @@ impl Response {
     pub fn new(status: StatusCode, body: impl Into<Body>) -> Response {
         Response {
             status,
-            headers: Vec::new(),
+            headers: HeaderList::new(),
             body: body.into(),
             policy: None,
         }
@@ -226,12 +227,19 @@ impl Response {
 
     /// 200 with `content-type: text/html; charset=utf-8`.
     pub fn html(body: impl Into<Body>) -> Response {
-        Response::new(StatusCode::OK, body).with_header("content-type", "text/html; charset=utf-8")
+        Response::new(StatusCode::OK, body).with_checked_header(CONTENT_TYPE, HTML)
     }
 
     /// `status` with a plain-text body.
     pub fn text(status: StatusCode, body: impl Into<Body>) -> Response {
-        Response::new(status, body).with_header("content-type", "text/plain; charset=utf-8")
+        Response::new(status, body).with_checked_header(CONTENT_TYPE, TEXT)
+    }
+
+    /// Adds a header known to be valid (the constants of this module, checked by a test).
+    fn with_checked_header(mut self, name: &'static str, value: &'static str) -> Response {
+        self.headers
+            .push((Cow::Borrowed(name), Cow::Borrowed(value)));
+        self
     }
 
     /// A plain-text error page: the status, then `message` on its own line.
@@ -244,14 +252,20 @@ impl Response {
         Response::error(StatusCode::NOT_FOUND, "not found")
     }
 
-    /// Adds a header. Names are sent as given (lowercase is conventional); values must not
-    /// contain CR or LF — a header that does is dropped when the head is built.
+    /// Adds a header. Names are sent as given (lowercase is conventional) and must be visible
+    /// ASCII without `:`; values must not contain CR, LF or NUL. A header that breaks these rules
+    /// is dropped here, with a warning, so it can never inject lines into the head.
     pub fn with_header(
         mut self,
         name: impl Into<Cow<'static, str>>,
         value: impl Into<Cow<'static, str>>,
     ) -> Response {
-        self.headers.push((name.into(), value.into()));
+        let (name, value) = (name.into(), value.into());
+        if valid_header(&name, &value) {
+            self.headers.push((name, value));
+        } else {
+            tracing::warn!(name = %name, "dropping a response header with invalid bytes");
+        }
         self
     }
 
@@ -286,7 +300,13 @@ impl Response {
     }
 }
 
-pub(crate) type HeaderList = Vec<(Cow<'static, str>, Cow<'static, str>)>;
+/// A response's headers: two inline, the usual `content-type` and perhaps one more, so a page's
+/// response allocates nothing for them.
+pub(crate) type HeaderList = SmallVec<[(Cow<'static, str>, Cow<'static, str>); 2]>;
+
+const CONTENT_TYPE: &str = "content-type";
+const HTML: &str = "text/html; charset=utf-8";
+const TEXT: &str = "text/plain; charset=utf-8";
 
 /// How the body is framed on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -301,9 +321,10 @@ pub(crate) enum Framing {
     None,
 }
 
-/// Appends the response head to `out`: status line (static when known), the handler's headers,
-/// framing, `date`, `connection`. Everything but the status line goes through
-/// [`IoList::push_copy`], so the head costs one scratch segment.
+/// Appends the response head to `out`: status line, the handler's headers, framing, `date`,
+/// `connection`, all copied in one pass into one scratch run ([`IoList::push_copy_with`]). One
+/// run, not a static status line beside the rest: a lone small segment in front of a large
+/// body is handed to `writev` where it lies, where two would first be copied together again.
 pub(crate) fn write_head(
     out: &mut IoList,
     status: StatusCode,
@@ -311,42 +332,41 @@ pub(crate) fn write_head(
     framing: Framing,
     keep_alive: KeepAlive,
 ) {
-    match status.static_line() {
-        Some(line) => out.push_static_str(line),
-        None => {
-            out.push_copy(b"HTTP/1.1 ");
-            out.push_copy(status.0.to_string().as_bytes());
-            out.push_copy(b" Status\r\n");
+    out.push_copy_with(|b| {
+        match status.static_line() {
+            Some(line) => b.push(line.as_bytes()),
+            None => {
+                let mut digits = [0u8; 20];
+                b.push(b"HTTP/1.1 ");
+                b.push(fmt_u64(u64::from(status.0), &mut digits));
+                b.push(b" Status\r\n");
+            }
         }
-    }
-    for (n, v) in headers {
-        if !valid_header(n, v) {
-            tracing::warn!(name = %n, "dropping a response header with invalid bytes");
-            continue;
+        // Checked by `Response::with_header`, the only way in.
+        for (n, v) in headers {
+            b.push(n.as_bytes());
+            b.push(b": ");
+            b.push(v.as_bytes());
+            b.push(b"\r\n");
         }
-        out.push_copy(n.as_bytes());
-        out.push_copy(b": ");
-        out.push_copy(v.as_bytes());
-        out.push_copy(b"\r\n");
-    }
-    match framing {
-        Framing::Length(n) => {
-            out.push_copy(b"content-length: ");
-            let mut digits = [0u8; 20];
-            out.push_copy(fmt_u64(n, &mut digits));
-            out.push_copy(b"\r\n");
+        match framing {
+            Framing::Length(n) => {
+                let mut digits = [0u8; 20];
+                b.push(b"content-length: ");
+                b.push(fmt_u64(n, &mut digits));
+                b.push(b"\r\n");
+            }
+            Framing::Chunked => b.push(b"transfer-encoding: chunked\r\n"),
+            Framing::Close | Framing::None => {}
         }
-        Framing::Chunked => out.push_copy(b"transfer-encoding: chunked\r\n"),
-        Framing::Close | Framing::None => {}
-    }
-    out.push_copy(b"date: ");
-    crate::date::with_date(|d| out.push_copy(d));
-    out.push_copy(b"\r\n");
-    match keep_alive {
-        KeepAlive::Close => out.push_copy(b"connection: close\r\n\r\n"),
-        KeepAlive::KeepAlive10 => out.push_copy(b"connection: keep-alive\r\n\r\n"),
-        KeepAlive::Default => out.push_copy(b"\r\n"),
-    }
+        b.push(b"date: ");
+        crate::date::with_date(|d| b.push(d));
+        b.push(match keep_alive {
+            KeepAlive::Close => b"\r\nconnection: close\r\n\r\n",
+            KeepAlive::KeepAlive10 => b"\r\nconnection: keep-alive\r\n\r\n",
+            KeepAlive::Default => b"\r\n\r\n",
+        });
+    });
 }
 
 /// What the `connection` header says.
@@ -387,7 +407,7 @@ mod tests {
     #[test]
     fn head_has_length_date_and_status() {
         let mut out = IoList::new();
-        let headers: HeaderList = vec![("content-type".into(), "text/html".into())];
+        let headers: HeaderList = smallvec::smallvec![("content-type".into(), "text/html".into())];
         write_head(
             &mut out,
             StatusCode::OK,
@@ -400,32 +420,33 @@ mod tests {
         assert!(s.contains("content-length: 410333\r\n"));
         assert!(s.contains("\r\ndate: "));
         assert!(s.ends_with(" GMT\r\n\r\n"), "{s:?}");
-        assert_eq!(
-            out.segment_count(),
-            2,
-            "status line static, the rest one scratch run"
-        );
+        assert_eq!(out.segment_count(), 1, "the whole head is one scratch run");
     }
 
     #[test]
     fn header_injection_is_dropped() {
+        let resp = Response::new(StatusCode(299), Body::empty())
+            .with_header("x-bad", "a\r\nset-cookie: evil")
+            .with_header("x-bad:", "colon")
+            .with_header("", "empty name")
+            .with_header("x-nul", "a\0b")
+            .with_header("x-good", "ok");
+        let (status, headers, _, _) = resp.into_parts();
+        assert_eq!(headers.len(), 1);
         let mut out = IoList::new();
-        let headers: HeaderList = vec![
-            ("x-bad".into(), "a\r\nset-cookie: evil".into()),
-            ("x-good".into(), "ok".into()),
-        ];
-        write_head(
-            &mut out,
-            StatusCode(299),
-            &headers,
-            Framing::None,
-            KeepAlive::Close,
-        );
+        write_head(&mut out, status, &headers, Framing::None, KeepAlive::Close);
         let s = String::from_utf8(out.to_vec()).unwrap();
         assert!(s.starts_with("HTTP/1.1 299 Status\r\n"));
         assert!(!s.contains("evil"));
         assert!(s.contains("x-good: ok\r\n"));
         assert!(s.ends_with("connection: close\r\n\r\n"));
+    }
+
+    #[test]
+    fn the_unchecked_headers_are_valid() {
+        for (n, v) in [(CONTENT_TYPE, HTML), (CONTENT_TYPE, TEXT)] {
+            assert!(valid_header(n, v), "{n}: {v}");
+        }
     }
 
     #[test]

@@ -45,7 +45,7 @@ mod write;
 pub use escape::{
     escape_html, escape_html_copy_into, escape_html_into, escape_html_static_into, needs_escape,
 };
-pub use list::{IoList, SegmentKind, Segments};
+pub use list::{CopyBuf, IoList, SegmentKind, Segments};
 pub use policy::{DEFAULT_COALESCE_BELOW, DEFAULT_MAX_IOV, IOV_MAX, WritePolicy, WriteStats};
 #[cfg(feature = "tokio")]
 pub use write::write_iolist_async;

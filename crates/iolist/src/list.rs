@@ -45,6 +45,20 @@ pub struct IoList {
     leaves: usize,
 }
 
+/// Appends bytes to an [`IoList`]'s scratch buffer, inside [`IoList::push_copy_with`]. It can
+/// only append: the bytes already in the list stay as they are.
+#[derive(Debug)]
+pub struct CopyBuf<'a> {
+    buf: &'a mut Vec<u8>,
+}
+
+impl CopyBuf<'_> {
+    /// Appends `s`.
+    pub fn push(&mut self, s: &[u8]) {
+        self.buf.extend_from_slice(s);
+    }
+}
+
 impl IoList {
     /// An empty list.
     pub const fn new() -> Self {
@@ -132,20 +146,31 @@ impl IoList {
     /// an offset into it (no reference-count change); otherwise `b` is cloned (one increment).
     #[inline]
     pub fn push_shared(&mut self, b: &Bytes) {
-        if b.is_empty() {
+        self.push_shared_range(b, 0..b.len());
+    }
+
+    /// Appends `b[range]` by reference, like [`IoList::push_shared`] of `b.slice(range)` but
+    /// without making that slice: when `b` is pinned there is no reference-count change at all.
+    ///
+    /// # Panics
+    /// If `range` is out of `b`'s bounds, like slicing.
+    #[inline]
+    pub fn push_shared_range(&mut self, b: &Bytes, range: std::ops::Range<usize>) {
+        let s = &b[range.clone()];
+        if s.is_empty() {
             return;
         }
-        match self.find_pin(b) {
+        match self.find_pin(s) {
             Some((pin, off)) => {
-                self.len += b.len();
+                self.len += s.len();
                 self.leaves += 1;
                 self.segs.push(Seg::Pinned {
                     pin,
                     off,
-                    len: b.len(),
+                    len: s.len(),
                 });
             }
-            None => self.push_bytes(b.clone()),
+            None => self.push_bytes(b.slice(range)),
         }
     }
 
@@ -175,15 +200,47 @@ impl IoList {
         }
         let off = self.scratch.len();
         self.scratch.extend_from_slice(s);
-        self.len += s.len();
+        self.copied(off);
+    }
+
+    /// Copies everything `f` puts into the [`CopyBuf`] into the scratch buffer as one run, like
+    /// as many [`IoList::push_copy`] calls, with one segment's bookkeeping for all of them: for
+    /// building a run of small pieces, such as a response head, in one pass.
+    ///
+    /// ```
+    /// # use galleon_iolist::IoList;
+    /// let mut head = IoList::new();
+    /// head.push_copy_with(|b| {
+    ///     b.push(b"HTTP/1.1 200 OK\r\n");
+    ///     b.push(b"content-length: 2\r\n\r\n");
+    /// });
+    /// assert_eq!(head.segment_count(), 1);
+    /// assert_eq!(head.to_vec(), b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n");
+    /// ```
+    pub fn push_copy_with<R>(&mut self, f: impl FnOnce(&mut CopyBuf<'_>) -> R) -> R {
+        let off = self.scratch.len();
+        let r = f(&mut CopyBuf {
+            buf: &mut self.scratch,
+        });
+        if self.scratch.len() > off {
+            self.copied(off);
+        }
+        r
+    }
+
+    /// Records the scratch bytes from `off` to the end, just appended, as a segment (merged into
+    /// the previous one when that is the scratch run right before them).
+    fn copied(&mut self, off: usize) {
+        let n = self.scratch.len() - off;
+        self.len += n;
         if let Some(Seg::Scratch { off: o, len }) = self.segs.last_mut()
             && *o + *len == off
         {
-            *len += s.len();
+            *len += n;
             return;
         }
         self.leaves += 1;
-        self.segs.push(Seg::Scratch { off, len: s.len() });
+        self.segs.push(Seg::Scratch { off, len: n });
     }
 
     /// Appends `b` by reference when it is at least `min_ref` bytes long, otherwise copies it into
@@ -567,6 +624,43 @@ mod tests {
         let mut copy = IoList::new();
         copy.append(&l);
         assert_eq!(copy, l);
+    }
+
+    #[test]
+    fn ranges_of_shared_bytes_are_referenced_pinned_or_not() {
+        let text = Bytes::from(b"0123456789abcdef".to_vec());
+        let other = Bytes::from(b"ABCDEFGHIJ".to_vec());
+        let mut l = IoList::new();
+        l.pin(&text);
+        l.push_shared_range(&text, 2..6);
+        l.push_shared_range(&other, 1..4);
+        l.push_shared_range(&text, 5..5);
+        let segs: Vec<&[u8]> = l.segments().collect();
+        assert_eq!(segs.len(), 2, "the empty range adds nothing");
+        assert_eq!(segs[0].as_ptr(), text[2..].as_ptr());
+        assert_eq!(segs[1].as_ptr(), other[1..].as_ptr());
+        assert_eq!(l.to_vec(), b"2345BCD");
+        assert_eq!(l.len(), 7);
+        // The unpinned range holds its own reference: it outlives `other`.
+        drop(other);
+        assert_eq!(l.to_vec(), b"2345BCD");
+    }
+
+    #[test]
+    fn copy_with_makes_one_run_after_earlier_copies() {
+        let mut l = IoList::new();
+        l.push_copy(b"ab");
+        l.push_copy_with(|b| {
+            b.push(b"cd");
+            b.push(b"ef");
+        });
+        l.push_copy_with(|_| {});
+        assert_eq!(l.segment_count(), 1);
+        l.push_static(b"--");
+        l.push_copy_with(|b| b.push(b"gh"));
+        assert_eq!(l.segment_count(), 3);
+        assert_eq!(l.to_vec(), b"abcdef--gh");
+        assert_eq!(l.len(), 10);
     }
 
     #[test]

@@ -241,12 +241,25 @@ impl Engine {
 
     /// Renders `name` whole into one list, within [`Limits::max_output`].
     pub fn render(&self, name: &str, assigns: &Assigns) -> Result<IoList, Error> {
+        self.render_with(name, |key| assigns.get(key).cloned())
+    }
+
+    /// Renders `name` whole like [`Engine::render`], asking `assign` for the value of each
+    /// `@name` the template uses (`None`: not given), once per name, before the render starts.
+    ///
+    /// For callers whose assigns already live somewhere else (a query string, a row): nothing
+    /// is copied into an [`Assigns`] map, and names the template never uses are never looked at.
+    pub fn render_with(
+        &self,
+        name: &str,
+        assign: impl Fn(&str) -> Option<Value>,
+    ) -> Result<IoList, Error> {
         let index = self.index(name)?;
         let mut vm = Vm::new(
             Programs::Borrowed(&self.catalog),
             self.config,
             index,
-            assigns,
+            assign,
         );
         let hint = &self.catalog.programs[index].size_hint;
         let mut out = hint.list();
@@ -287,12 +300,23 @@ impl Engine {
         assigns: Assigns,
         chunk_bytes: usize,
     ) -> Result<RenderStream, Error> {
+        self.stream_with(name, |key| assigns.get(key).cloned(), chunk_bytes)
+    }
+
+    /// Streams `name` like [`Engine::stream`], taking each assign the template uses from
+    /// `assign` (asked once per name, before this returns; the stream keeps the values).
+    pub fn stream_with(
+        &self,
+        name: &str,
+        assign: impl Fn(&str) -> Option<Value>,
+        chunk_bytes: usize,
+    ) -> Result<RenderStream, Error> {
         let index = self.index(name)?;
         let mut vm = Vm::new(
             Programs::Owned(Arc::clone(&self.catalog)),
             self.config,
             index,
-            &assigns,
+            assign,
         );
         vm.reserve(chunk_bytes);
         Ok(RenderStream {

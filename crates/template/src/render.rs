@@ -14,7 +14,7 @@ use crate::ast::{BinOp, Span, UnOp};
 use crate::compile::{Bind, Code, CodeKind, Generator, Instr, Op, Program, Repeat};
 use crate::engine::{Catalog, Config};
 use crate::error::{Error, ErrorKind};
-use crate::value::{Assigns, Str, Value};
+use crate::value::{Str, Value};
 
 /// Bytes of string built (by `<>`, `upcase`, ...) that cost one step of the step budget, so that
 /// a template cannot build huge strings for free. A guess: copying 64 bytes costs about as much
@@ -204,15 +204,15 @@ pub(crate) struct Vm<'c> {
 }
 
 impl<'c> Vm<'c> {
-    /// A render of program `index` with `assigns`, not yet started.
+    /// A render of program `index` with the assigns `assign` gives, not yet started.
     pub(crate) fn new(
         catalog: Programs<'c>,
         config: Config,
         index: usize,
-        assigns: &Assigns,
+        assign: impl Fn(&str) -> Option<Value>,
     ) -> Vm<'c> {
         let frame = Frame::new(&catalog.programs[index], index, |name| {
-            assigns.get_str(name).cloned()
+            assign(name.as_str())
         });
         Vm {
             steps: config.limits.max_steps,
@@ -1113,10 +1113,13 @@ impl Out<'_> {
             // iteration at a time would have paused: chunks keep their size and step budget.
             let to_pause = (pause_at - self.len()).div_ceil(rep.unit) as u64;
             let k = per_block.min(n - done).min(to_pause);
-            if k == per_block {
-                self.text(&rep.block);
+            // A prefix of the block, by reference to the pinned text: no slice is made.
+            let len = k as usize * rep.unit;
+            if len >= self.copy_below {
+                self.flush();
+                self.list.push_shared_range(&rep.block, 0..len);
             } else {
-                self.text(&rep.block.slice(..k as usize * rep.unit));
+                self.copy(&rep.block[..len]);
             }
             done += k;
         }

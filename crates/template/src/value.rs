@@ -290,11 +290,6 @@ impl Assigns {
         self.map.get(key.as_bytes())
     }
 
-    /// The value of `@key`, by shared string (no UTF-8 check).
-    pub(crate) fn get_str(&self, key: &Str) -> Option<&Value> {
-        self.map.get(&key.bytes()[..])
-    }
-
     /// Number of assigns.
     pub fn len(&self) -> usize {
         self.map.len()

@@ -393,3 +393,47 @@ fn assigns_from_rust_and_json_agree() {
     let shared: Arc<Assigns> = Arc::new(rust);
     assert_eq!(engine.render("t", &shared).unwrap().to_vec(), b"x/1/2");
 }
+
+#[test]
+fn render_with_asks_for_each_used_assign_once() {
+    let e = Engine::from_source(
+        "t",
+        "<%= @a %>-<%= @b %>-<%= @a %><%= for x <- @items do %>[<%= x %>]<% end %>",
+    )
+    .unwrap();
+    let asked = std::sync::Mutex::new(Vec::new());
+    let lookup = |name: &str| {
+        asked.lock().unwrap().push(name.to_owned());
+        match name {
+            "a" => Some(Value::Int(1)),
+            "b" => Some(Value::str("<b>")),
+            "items" => Some(Value::list([Value::Int(7), Value::Int(8)])),
+            _ => None,
+        }
+    };
+    let out = e.render_with("t", lookup).unwrap();
+    assert_eq!(out.to_vec(), b"1-&lt;b&gt;-1[7][8]");
+    let mut names = asked.lock().unwrap().clone();
+    names.sort();
+    assert_eq!(names, ["a", "b", "items"], "each name once, no others");
+    // The same as the map, whole and streamed.
+    let map: Assigns = [
+        ("a", Value::Int(1)),
+        ("b", Value::str("<b>")),
+        ("items", Value::list([Value::Int(7), Value::Int(8)])),
+        ("unused", Value::Nil),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(e.render("t", &map).unwrap(), out);
+    let (streamed, _) = collect(e.stream_with("t", lookup, 4).unwrap());
+    assert_eq!(streamed, out.to_vec());
+    // A name the lookup does not know is the usual located error.
+    let err = e
+        .render_with("t", |n| (n != "b").then(|| Value::Int(0)))
+        .unwrap_err();
+    assert!(
+        err.to_string().starts_with("t:1:15: unknown assign @b\n"),
+        "{err}"
+    );
+}
