@@ -17,7 +17,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context;
 use bytes::Bytes;
-use galleon_http::{Body, IoList, Request, Response, Router, StatusCode, WritePolicy};
+use galleon_http::{
+    Body, IoList, Request, Response, Router, StatusCode, WritePolicy, sync_handler,
+};
 use galleon_iolist::escape_html_copy_into;
 use galleon_template::{Assigns, Engine, ErrorKind, Limits as TemplateLimits, Value};
 
@@ -160,12 +162,13 @@ pub(crate) fn router(dir: &Path, stream_chunk: usize) -> anyhow::Result<Router> 
             },
             page,
         });
-        // The page is rendered when the handler is called, on the connection's task, so the
-        // future owns only the response: no per-request clone of `site` and `page`, whose
-        // reference counts every worker thread shares.
-        router = router.get(&path, move |req: Request| {
-            std::future::ready(render_page(&site, &page, &req))
-        });
+        // The page is rendered during the call, on the connection's task: no future per
+        // request, and no per-request clone of `site` and `page`, whose reference counts every
+        // worker thread shares.
+        router = router.get(
+            &path,
+            sync_handler(move |req: Request| render_page(&site, &page, &req)),
+        );
     }
     let static_root = dir.join("static");
     router = router.get("/static/{*path}", move |req: Request| {

@@ -26,7 +26,7 @@ use crate::request::{HeadError, Method, Request, parse_head};
 use crate::response::{
     BodyKind, ChunkIter, ChunkStream, Framing, KeepAlive, Response, StatusCode, write_head,
 };
-use crate::router::{Dispatch, Router, method_not_allowed};
+use crate::router::{Dispatch, Reply, Router, method_not_allowed};
 use crate::trace::{
     ConnTracer, ResponseTrace, Syscall, TRACE_HEADER, TRACE_PATH_PREFIX, TraceStore, WriteRecord,
     collect, log_record, valid_token,
@@ -778,9 +778,9 @@ pub(crate) async fn run_handler(router: &Router, mut req: Request) -> Response {
     match router.dispatch(req.method(), req.path()) {
         Dispatch::Handler(h, params) => {
             req.set_params(params);
-            let fut = std::panic::catch_unwind(AssertUnwindSafe(|| h.call(req)));
-            let r = match fut {
-                Ok(f) => AssertUnwindSafe(f).catch_unwind().await,
+            let r = match std::panic::catch_unwind(AssertUnwindSafe(|| h.call(req))) {
+                Ok(Reply::Ready(resp)) => Ok(resp),
+                Ok(Reply::Later(f)) => AssertUnwindSafe(f).catch_unwind().await,
                 Err(p) => Err(p),
             };
             r.unwrap_or_else(|_| {

@@ -88,7 +88,7 @@ pub use config::{
 pub use galleon_iolist::{IoList, WritePolicy, WriteStats};
 pub use request::{Method, Request, parse_query, percent_decode};
 pub use response::{Body, BoxError, ChunkIter, ChunkStream, Response, StatusCode};
-pub use router::{Handler, ResponseFuture, Router};
+pub use router::{Handler, Reply, ResponseFuture, Router, SyncHandler, sync_handler};
 pub use server::{ServeSummary, Server, shutdown_signal};
 pub use trace::{
     MAX_RECORDED_CALLS, MAX_RECORDED_SEGMENTS, MAX_TRACE_TOKEN, ResponseTrace, SHOWN_PREFIX,

@@ -256,4 +256,19 @@ fn a_panicking_handler_is_a_500_and_the_server_lives() {
     let r = s.raw(b"GET /panic HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n");
     assert_eq!(status_of(&r), 500, "{r}");
     s.assert_alive();
+    let r = s.raw(b"GET /sync-panic HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n");
+    assert_eq!(status_of(&r), 500, "{r}");
+    s.assert_alive();
+}
+
+#[test]
+fn sync_handlers_answer_get_and_head() {
+    let s = server();
+    let r = s.raw(b"GET /sync?x=1 HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n");
+    assert_eq!(status_of(&r), 200, "{r}");
+    assert!(r.ends_with("\r\n\r\nsync x=1"), "{r}");
+    let r = s.raw(b"HEAD /sync?x=1 HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n");
+    assert_eq!(status_of(&r), 200, "{r}");
+    assert!(r.contains("content-length: 8\r\n"), "{r}");
+    assert!(r.ends_with("\r\n\r\n"), "no body for HEAD: {r}");
 }

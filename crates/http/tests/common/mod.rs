@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use galleon_http::{
     Body, IoList, Request, Response, Router, ServeSummary, Server, ServerConfig, StatusCode,
+    sync_handler,
 };
 
 /// Time any single test read may wait before the test fails instead of hanging.
@@ -216,6 +217,21 @@ pub fn test_router(probes: Arc<Probes>, file: Option<std::path::PathBuf>) -> Rou
             }
             Response::not_found()
         })
+        .get(
+            "/sync",
+            sync_handler(|r: Request| {
+                Response::text(StatusCode::OK, format!("sync {}", r.query()))
+            }),
+        )
+        .get(
+            "/sync-panic",
+            sync_handler(|_r: Request| {
+                if std::hint::black_box(true) {
+                    panic!("sync handler bug");
+                }
+                Response::not_found()
+            }),
+        )
         .get("/file", move |_r: Request| {
             let file = file.clone();
             async move {
