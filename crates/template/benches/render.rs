@@ -67,5 +67,29 @@ fn copy_below(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, stages, copy_below);
+/// The serve path of a 4 KB page (`/blah?iters=10`): the render through an `Assigns` map built
+/// per request, as `galleon serve` did before, against `render_with`, which asks for the one
+/// assign the template uses.
+fn small_page(c: &mut Criterion) {
+    let mut g = c.benchmark_group("small_page");
+    let site = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../site");
+    let e = Engine::load(&site).unwrap().with_copy_below(64);
+    let name = "pages/blah.html.eex";
+    g.bench_function("blah-10/assigns-map", |b| {
+        b.iter(|| {
+            let mut a = Assigns::new();
+            a.insert("iters", black_box(10i64));
+            e.render(name, &a).unwrap()
+        })
+    });
+    g.bench_function("blah-10/render_with", |b| {
+        b.iter(|| {
+            e.render_with(name, |_| Some(galleon_template::Value::Int(black_box(10))))
+                .unwrap()
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, stages, copy_below, small_page);
 criterion_main!(benches);
