@@ -30,6 +30,8 @@ const SEED_READ_MS: [f64; 3] = [1.93, 20.1, 201.0];
 const APPEND_RUNS: [usize; 3] = [51, 11, 5];
 /// Timed repetitions per concurrency level, reads.
 const READ_RUNS: [usize; 3] = [200, 50, 11];
+/// Timed reads per store per round, back to back after one untimed read.
+const READS_PER_TURN: usize = 3;
 /// Untimed repetitions before each measurement (connections opened, statements prepared).
 const WARMUP_RUNS: usize = 2;
 
@@ -380,21 +382,25 @@ async fn main() {
     for (slot, (&c, &runs)) in CONCURRENCY.iter().zip(&READ_RUNS).enumerate() {
         eprintln!("read, {c} readers...");
         let (mut sq, mut pq) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
-        // Each timed read follows an untimed one on the same store, as in the seed's suite
-        // (Benchee runs an operation back to back): a lone read after the other store's turn
-        // also times this VM waking the idle PostgreSQL backend, about 200 us here (a read of
-        // 100 events took 256 us back to back and 440 us after 0.5 ms of idleness).
+        // Each store's turn is an untimed read, then READS_PER_TURN timed ones back to back, as
+        // in the seed's suite (Benchee runs an operation back to back): a lone read after the
+        // other store's turn also times this VM waking the idle PostgreSQL backend, about 200 us
+        // here (a read of 100 events took 256 us back to back and 440 us after 0.5 ms idle).
         for round in 0..runs + WARMUP_RUNS {
             read_op(&sqlite, &sqlite_streams, c).await;
-            let d = read_op(&sqlite, &sqlite_streams, c).await;
-            if round >= WARMUP_RUNS {
-                sq.push(d);
+            for _ in 0..READS_PER_TURN {
+                let d = read_op(&sqlite, &sqlite_streams, c).await;
+                if round >= WARMUP_RUNS {
+                    sq.push(d);
+                }
             }
             if let (Some((pg, _, _)), Some(streams)) = (&pg_setup, &pg_streams) {
                 read_op(pg, streams, c).await;
-                let d = read_op(pg, streams, c).await;
-                if round >= WARMUP_RUNS {
-                    pq.push(d);
+                for _ in 0..READS_PER_TURN {
+                    let d = read_op(pg, streams, c).await;
+                    if round >= WARMUP_RUNS {
+                        pq.push(d);
+                    }
                 }
             }
         }
