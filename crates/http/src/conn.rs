@@ -234,17 +234,13 @@ impl Conn {
     /// by the client, idle too long, or the server is shutting down between requests).
     async fn read_head(&mut self, first: bool) -> Result<Option<Request>, Fail> {
         let limits = self.shared.config.limits;
-        let now = Instant::now();
         // The first request's head is timed from the connection's opening; later ones from
-        // their first byte, after an idle wait of up to `idle_timeout`.
-        let idle_deadline = now
-            + if first {
-                limits.header_read_timeout
-            } else {
-                limits.idle_timeout
-            };
-        let mut head_deadline =
-            (first || !self.buf.is_empty()).then(|| now + limits.header_read_timeout);
+        // their first byte, after an idle wait of up to `idle_timeout`. The clock is read only
+        // when a wait needs a deadline: a head that arrives in one read (the usual case) costs
+        // one clock read, for the idle wait before it, where it cost two.
+        let mut idle_deadline = None;
+        let mut head_deadline = None;
+        let mut head_started = first || !self.buf.is_empty();
         loop {
             if !self.buf.is_empty() {
                 match parse_head(&self.buf, limits.max_headers) {
@@ -279,10 +275,11 @@ impl Conn {
             if self.buf.is_empty() && self.shared.stopping() {
                 return Ok(None);
             }
-            let deadline = if self.buf.is_empty() {
-                idle_deadline
+            // `None` until a wait needs it; then fixed for the rest of this head.
+            let deadline_slot = if head_started {
+                (&mut head_deadline, limits.header_read_timeout)
             } else {
-                *head_deadline.get_or_insert(now + limits.header_read_timeout)
+                (&mut idle_deadline, limits.idle_timeout)
             };
             reserve(&mut self.buf, INIT_READ_BUF);
             let idle = self.buf.is_empty();
@@ -296,7 +293,12 @@ impl Conn {
                 }
                 read.as_mut().poll(cx).map(Some)
             });
-            match timed(&mut self.timer, || deadline, read).await {
+            let deadline = || {
+                *deadline_slot
+                    .0
+                    .get_or_insert_with(|| Instant::now() + deadline_slot.1)
+            };
+            match timed(&mut self.timer, deadline, read).await {
                 None if self.buf.is_empty() => return Ok(None),
                 None => {
                     return Err(Fail::Status(
@@ -306,11 +308,9 @@ impl Conn {
                 }
                 // Shutting down, or the client closed or failed.
                 Some(None) | Some(Some(Ok(0))) | Some(Some(Err(_))) => return Ok(None),
-                Some(Some(Ok(_))) => {
-                    if head_deadline.is_none() {
-                        head_deadline = Some(Instant::now() + limits.header_read_timeout);
-                    }
-                }
+                // The head has started: if it is not complete yet, the next wait gets its
+                // deadline, from about now, when it needs one.
+                Some(Some(Ok(_))) => head_started = true,
             }
         }
     }
