@@ -490,11 +490,17 @@ impl Conn {
         };
         tracing::debug!(peer = %self.peer, status = status.0, why, "refusing request");
         let resp = Response::error(status, why);
-        let (status, headers, body, _) = resp.into_parts();
+        let parts = resp.into_parts();
         let mut msg = IoList::new();
-        let framing = Framing::Length(body.len().unwrap_or(0));
-        write_head(&mut msg, status, &headers, framing, KeepAlive::Close);
-        if let BodyKind::Full(b) = body.kind {
+        let framing = Framing::Length(parts.body.len().unwrap_or(0));
+        write_head(
+            &mut msg,
+            parts.status,
+            &parts.headers,
+            framing,
+            KeepAlive::Close,
+        );
+        if let BodyKind::Full(b) = parts.body.kind {
             msg.push_list(b);
         }
         let t = self.shared.config.limits.write_timeout;
@@ -539,9 +545,10 @@ impl Conn {
         token: Option<String>,
         label: Option<String>,
     ) -> io::Result<bool> {
-        let (status, headers, body, policy) = resp.into_parts();
+        let parts = resp.into_parts();
+        let status = parts.status;
         self.writer
-            .set_policy(policy.unwrap_or(self.shared.config.write_policy));
+            .set_policy(parts.policy.unwrap_or(self.shared.config.write_policy));
         let _ = self.writer.take_stats();
         let tracing_this = match (&token, &self.sink) {
             (Some(_), Some(sink)) => {
@@ -557,7 +564,7 @@ impl Conn {
         let framing = if status.is_bodiless() {
             Framing::None
         } else {
-            match &body.kind {
+            match &parts.body.kind {
                 BodyKind::Full(l) => Framing::Length(l.len() as u64),
                 BodyKind::File(_, n) => Framing::Length(*n),
                 BodyKind::Stream(_) | BodyKind::Iter(_) if minor >= 1 => Framing::Chunked,
@@ -573,14 +580,14 @@ impl Conn {
             (true, _) => KeepAlive::Default,
         };
         self.msg.clear();
-        write_head(&mut self.msg, status, &headers, framing, ka);
+        write_head(&mut self.msg, status, &parts.headers, framing, ka);
         let send_body = !head_only && framing != Framing::None;
         let mut extra = WriteStats::default();
         let result = if !send_body {
             self.write_msg().await
         } else {
-            match body.kind {
-                BodyKind::Full(list) => self.write_msg_and(&list).await,
+            match parts.body.kind {
+                BodyKind::Full(ref list) => self.write_msg_and(list).await,
                 BodyKind::File(file, len) => match self.write_msg().await {
                     Ok(()) => self.write_file(&file, len, &mut extra).await,
                     Err(e) => Err(e),
