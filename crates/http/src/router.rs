@@ -96,6 +96,10 @@ enum Piece {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Pattern {
     pieces: Vec<Piece>,
+    /// The whole pattern when it has no parameters: such a pattern matches exactly the paths
+    /// equal to it (segments are compared raw), checked with one string comparison instead of
+    /// splitting the path per route.
+    exact: Option<String>,
 }
 
 impl Pattern {
@@ -119,11 +123,18 @@ impl Pattern {
                 pieces.push(Piece::Literal((*s).to_owned()));
             }
         }
-        Pattern { pieces }
+        let exact = pieces
+            .iter()
+            .all(|p| matches!(p, Piece::Literal(_)))
+            .then(|| p.to_owned());
+        Pattern { pieces, exact }
     }
 
     /// Matches a raw (percent-encoded) path; returns the decoded parameters.
     fn matches(&self, path: &str) -> Option<Vec<(String, String)>> {
+        if let Some(exact) = &self.exact {
+            return (path == exact).then(Vec::new);
+        }
         let rest = path.strip_prefix('/')?;
         let mut params = Vec::new();
         let mut segs = rest.split('/');
@@ -331,6 +342,41 @@ mod tests {
         assert_eq!(m("/static/{*p}", "/stat"), None);
         assert_eq!(m("/static/{*p}", "/static/%zz"), None, "bad escape");
         assert_eq!(m("/x", "x"), None, "no leading slash");
+    }
+
+    #[test]
+    fn literal_patterns_match_as_the_segment_walk_does() {
+        let patterns = ["/", "/blah", "/all/subscribe", "/a/", "/a//b"];
+        let paths = [
+            "/",
+            "",
+            "/blah",
+            "/blah/",
+            "/Blah",
+            "/blah%20",
+            "/all",
+            "/all/subscribe",
+            "/all/subscribe/",
+            "/a",
+            "/a/",
+            "/a//b",
+            "/a/b",
+            "x",
+            "//",
+        ];
+        for p in patterns {
+            let fast = Pattern::parse(p);
+            assert!(fast.exact.is_some(), "{p} has no parameters");
+            let walk = Pattern {
+                exact: None,
+                ..fast.clone()
+            };
+            for path in paths {
+                assert_eq!(fast.matches(path), walk.matches(path), "{p} vs {path:?}");
+            }
+        }
+        assert!(Pattern::parse("/streams/{s}").exact.is_none());
+        assert!(Pattern::parse("/static/{*p}").exact.is_none());
     }
 
     #[test]
