@@ -21,7 +21,7 @@ use galleon_http::{
     Body, IoList, Request, Response, Router, StatusCode, WritePolicy, sync_handler,
 };
 use galleon_iolist::escape_html_copy_into;
-use galleon_template::{Assigns, Engine, ErrorKind, Limits as TemplateLimits, Value};
+use galleon_template::{Assigns, Engine, ErrorKind, Limits as TemplateLimits, TemplateId, Value};
 
 /// A page that ends within this many bytes is sent whole with `content-length`; a longer one is
 /// streamed. 4 MiB: ten times the seed's largest page (410 KB), small enough that 1000
@@ -93,7 +93,8 @@ struct Site {
 #[derive(Debug)]
 struct Page {
     page: String,
-    template: String,
+    /// The page's template, looked up once (valid for both engines: they share the templates).
+    template: TemplateId,
     data: Option<Assigns>,
     /// `Some(n)`: `@strings` is picked from the first `n` strings of the pool.
     strings: Option<usize>,
@@ -153,7 +154,11 @@ pub(crate) fn router(dir: &Path, stream_chunk: usize) -> anyhow::Result<Router> 
         let site = site.clone();
         let path = format!("/{page}");
         let page = Arc::new(Page {
-            template: format!("pages/{page}.html.eex"),
+            template: site
+                .engines
+                .engine
+                .id(&format!("pages/{page}.html.eex"))
+                .map_err(|e| anyhow::anyhow!("{e}"))?,
             data: data.remove(&page),
             strings: match page.as_str() {
                 "static-strings" => Some(STATIC_SET),
@@ -299,12 +304,12 @@ fn render_page(site: &Site, page: &Page, req: &Request) -> Response {
     // the response gets a content-length. A page past the limit is rendered again as a stream
     // (with the same assigns: the strings pages pick their strings once).
     let engines = &site.engines;
-    let resp = match engines.whole.render_with(&page.template, assign) {
+    let resp = match engines.whole.render_with(page.template, assign) {
         Ok(list) => Response::html(list),
         Err(e) if e.kind() == ErrorKind::Limit => {
             match engines
                 .engine
-                .stream_with(&page.template, assign, site.stream_chunk)
+                .stream_with(page.template, assign, site.stream_chunk)
             {
                 Ok(stream) => Response::html(Body::iter(stream)),
                 Err(e) => return Response::error(StatusCode::INTERNAL_SERVER_ERROR, e),

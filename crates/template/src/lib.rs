@@ -89,7 +89,7 @@ mod value;
 
 pub use engine::{
     DEFAULT_COPY_BELOW, DEFAULT_MAX_DEPTH, DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STEPS, Engine, Limits,
-    RenderStream,
+    RenderStream, TemplateId, TemplateRef,
 };
 pub use error::{Error, ErrorKind, Location};
 pub use value::{Assigns, Map, Str, Value};

@@ -437,3 +437,32 @@ fn render_with_asks_for_each_used_assign_once() {
         "{err}"
     );
 }
+
+#[test]
+fn a_template_id_renders_what_its_name_renders_in_clones_only() {
+    let e = Engine::load(site()).unwrap();
+    let name = "pages/blah.html.eex";
+    let id = e.id(name).unwrap();
+    let by_name = e.render_with(name, |_| Some(Value::Int(3))).unwrap();
+    let by_id = e.render_with(id, |_| Some(Value::Int(3))).unwrap();
+    assert_eq!(by_id.to_vec(), by_name.to_vec());
+    // A clone with other limits shares the templates, so the id holds there too, limits and all.
+    let capped = e.clone().with_limits(Limits {
+        max_output: 100,
+        ..e.limits()
+    });
+    let err = capped.render_with(id, |_| Some(Value::Int(3))).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("pages/blah.html.eex: output exceeds the limit of 100 bytes"),
+        "{err}"
+    );
+    let (streamed, _) = collect(e.stream_with(id, |_| Some(Value::Int(3)), 100).unwrap());
+    assert_eq!(streamed, by_name.to_vec());
+    // Another engine, even one loaded from the same files, refuses it instead of rendering
+    // whatever template sits at that index there.
+    let other = Engine::load(site()).unwrap();
+    let err = other.render_with(id, |_| None).unwrap_err();
+    assert_eq!(err.kind(), galleon_template::ErrorKind::NotFound);
+    assert!(e.id("pages/nope.html.eex").is_err());
+}
