@@ -314,9 +314,20 @@ impl Response {
 /// response allocates nothing for them.
 pub(crate) type HeaderList = SmallVec<[(Cow<'static, str>, Cow<'static, str>); 2]>;
 
-const CONTENT_TYPE: &str = "content-type";
-const HTML: &str = "text/html; charset=utf-8";
+// Statics, not consts: every use is then the same address, which `is_html_only` relies on.
+static CONTENT_TYPE: &str = "content-type";
+static HTML: &str = "text/html; charset=utf-8";
 const TEXT: &str = "text/plain; charset=utf-8";
+
+/// What [`write_head`] sends for `200` with only [`Response::html`]'s header.
+const HTML_OK_HEAD: &str = "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\n";
+
+/// Whether `headers` is exactly the header [`Response::html`] sets (by address: the constants
+/// themselves, so a match can only be those bytes).
+fn is_html_only(headers: &HeaderList) -> bool {
+    matches!(&headers[..], [(Cow::Borrowed(n), Cow::Borrowed(v))]
+        if std::ptr::eq(*n, CONTENT_TYPE) && std::ptr::eq(*v, HTML))
+}
 
 /// How the body is framed on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -343,33 +354,37 @@ pub(crate) fn write_head(
     keep_alive: KeepAlive,
 ) {
     out.push_copy_with(|b| {
-        match status.static_line() {
-            Some(line) => b.push(line.as_bytes()),
-            None => {
-                let mut digits = [0u8; 20];
-                b.push(b"HTTP/1.1 ");
-                b.push(fmt_u64(u64::from(status.0), &mut digits));
-                b.push(b" Status\r\n");
+        if status == StatusCode::OK && is_html_only(headers) {
+            // The usual page: status line and header in one copy.
+            b.push(HTML_OK_HEAD.as_bytes());
+        } else {
+            match status.static_line() {
+                Some(line) => b.push(line.as_bytes()),
+                None => {
+                    let mut digits = [0u8; 20];
+                    b.push(b"HTTP/1.1 ");
+                    b.push(fmt_u64(u64::from(status.0), &mut digits));
+                    b.push(b" Status\r\n");
+                }
             }
-        }
-        // Checked by `Response::with_header`, the only way in.
-        for (n, v) in headers {
-            b.push(n.as_bytes());
-            b.push(b": ");
-            b.push(v.as_bytes());
-            b.push(b"\r\n");
+            // Checked by `Response::with_header`, the only way in.
+            for (n, v) in headers {
+                b.push(n.as_bytes());
+                b.push(b": ");
+                b.push(v.as_bytes());
+                b.push(b"\r\n");
+            }
         }
         match framing {
             Framing::Length(n) => {
                 let mut digits = [0u8; 20];
                 b.push(b"content-length: ");
                 b.push(fmt_u64(n, &mut digits));
-                b.push(b"\r\n");
+                b.push(b"\r\ndate: ");
             }
-            Framing::Chunked => b.push(b"transfer-encoding: chunked\r\n"),
-            Framing::Close | Framing::None => {}
+            Framing::Chunked => b.push(b"transfer-encoding: chunked\r\ndate: "),
+            Framing::Close | Framing::None => b.push(b"date: "),
         }
-        b.push(b"date: ");
         crate::date::with_date(|d| b.push(d));
         b.push(match keep_alive {
             KeepAlive::Close => b"\r\nconnection: close\r\n\r\n",
@@ -431,6 +446,39 @@ mod tests {
         assert!(s.contains("\r\ndate: "));
         assert!(s.ends_with(" GMT\r\n\r\n"), "{s:?}");
         assert_eq!(out.segment_count(), 1, "the whole head is one scratch run");
+    }
+
+    #[test]
+    fn the_html_fast_path_sends_what_the_general_path_sends() {
+        let head = |resp: Response| {
+            let parts = resp.into_parts();
+            let mut out = IoList::new();
+            write_head(
+                &mut out,
+                parts.status,
+                &parts.headers,
+                Framing::Length(7),
+                KeepAlive::Default,
+            );
+            String::from_utf8(out.to_vec()).unwrap()
+        };
+        let fast = head(Response::html("x"));
+        assert!(is_html_only(&Response::html("x").into_parts().headers));
+        // The same header given by hand (owned strings) takes the general path.
+        let general = head(
+            Response::new(StatusCode::OK, "x")
+                .with_header(String::from(CONTENT_TYPE), String::from(HTML)),
+        );
+        let strip_date = |s: &str| s[..s.find("date: ").unwrap()].to_owned();
+        assert_eq!(strip_date(&fast), strip_date(&general));
+        assert_eq!(
+            strip_date(&fast),
+            "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: 7\r\n"
+        );
+        // Another status or a second header is not the fast path.
+        assert!(head(Response::html("x").with_header("x-a", "b")).contains("x-a: b\r\n"));
+        let created = Response::new(StatusCode(201), "x");
+        assert!(head(created).starts_with("HTTP/1.1 201 Created\r\n"));
     }
 
     #[test]
