@@ -257,11 +257,7 @@ fn assign(
                 .clone(),
         );
     }
-    let from_query = req
-        .query_pairs()
-        .filter(|(k, _)| k == name)
-        .last()
-        .map(|(_, v)| parse_assign(&v));
+    let from_query = req.query_value(name).map(|v| parse_assign(&v));
     from_query
         .or_else(|| page.data.as_ref()?.get(name).cloned())
         .or_else(|| (page.page == "doom" && name == "iters").then_some(DOOM_DEFAULT_ITERS.into()))

@@ -86,7 +86,7 @@ pub use config::{
     DEFAULT_WRITE_TIMEOUT, Limits, ServerConfig,
 };
 pub use galleon_iolist::{IoList, WritePolicy, WriteStats};
-pub use request::{Method, Request, parse_query, percent_decode};
+pub use request::{Method, Request, parse_query, percent_decode, query_value};
 pub use response::{Body, BoxError, ChunkIter, ChunkStream, Response, StatusCode};
 pub use router::{Handler, Reply, ResponseFuture, Router, SyncHandler, sync_handler};
 pub use server::{ServeSummary, Server, shutdown_signal};

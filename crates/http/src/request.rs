@@ -156,6 +156,12 @@ impl Request {
         parse_query(self.query())
     }
 
+    /// The decoded value of the last query pair named `name` (what the last matching
+    /// [`Request::query_pairs`] item holds), without decoding the other pairs.
+    pub fn query_value(&self, name: &str) -> Option<Cow<'_, str>> {
+        query_value(self.query(), name)
+    }
+
     /// The first header with this name (ASCII case-insensitive), as bytes.
     pub fn header(&self, name: &str) -> Option<&[u8]> {
         self.0
@@ -366,6 +372,28 @@ fn hex_val(c: u8) -> Option<u8> {
 
 /// Splits a query string into decoded pairs; `a` alone is `("a", "")`; bad pairs are skipped.
 pub fn parse_query(q: &str) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)> {
+    query_parts(q).filter_map(|(k, v)| Some((percent_decode(k, true)?, percent_decode(v, true)?)))
+}
+
+/// The decoded value of the last pair of `q` named `name`, as `parse_query` would give it (pairs
+/// that do not decode are skipped), decoding only the names that need it and the value found.
+pub fn query_value<'q>(q: &'q str, name: &str) -> Option<Cow<'q, str>> {
+    let mut found = None;
+    for (k, v) in query_parts(q) {
+        let named = if k.bytes().any(|b| b == b'%' || b == b'+') {
+            percent_decode(k, true).is_some_and(|k| k == name)
+        } else {
+            k == name
+        };
+        if named && let Some(v) = percent_decode(v, true) {
+            found = Some(v);
+        }
+    }
+    found
+}
+
+/// The raw `(name, value)` of each non-empty `&`-separated pair; `a` alone is `("a", "")`.
+fn query_parts(q: &str) -> impl Iterator<Item = (&str, &str)> {
     // Split on bytes: a `char` pattern searches with a `memcmp` call per candidate, which showed
     // in profiles of small pages.
     let mut rest = Some(q);
@@ -382,13 +410,12 @@ pub fn parse_query(q: &str) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)
             }
         }
     });
-    pairs.filter(|p| !p.is_empty()).filter_map(|p| {
-        let (k, v) = match p.bytes().position(|b| b == b'=') {
+    pairs
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.bytes().position(|b| b == b'=') {
             Some(i) => (&p[..i], &p[i + 1..]),
             None => (p, ""),
-        };
-        Some((percent_decode(k, true)?, percent_decode(v, true)?))
-    })
+        })
 }
 
 #[cfg(test)]
@@ -415,6 +442,47 @@ mod tests {
         // A pair that is not UTF-8 once decoded, or has a broken escape, is skipped alone.
         assert_eq!(q("a=%FF&b=%zz&c=3"), vec![p("c", "3")]);
         assert_eq!(q("é=ü&z"), vec![p("é", "ü"), p("z", "")]);
+    }
+
+    #[test]
+    fn query_value_is_the_last_decoded_pair_of_that_name() {
+        let queries = [
+            "",
+            "a",
+            "a=",
+            "a=1",
+            "a=1&a=2",
+            "a=1&a=%zz",
+            "a=1&a=%FF",
+            "b=1&a=2&b=3",
+            "a%3D=1",
+            "a+b=1&a b=2",
+            "a%20b=3",
+            "%61=4&a=5&%61=6",
+            "x=&&a&",
+            "a=b=c",
+            "=x&a=1",
+            "é=ü&é=ö",
+            "a=%2&a=ok",
+            "a=1&%zz=2",
+            "a=+%2B+",
+        ];
+        for q in queries {
+            for name in ["a", "b", "a b", "a=", "", "é", "x", "z"] {
+                let by_pairs = parse_query(q)
+                    .filter(|(k, _)| k == name)
+                    .last()
+                    .map(|(_, v)| v.into_owned());
+                let direct = query_value(q, name).map(Cow::into_owned);
+                assert_eq!(direct, by_pairs, "{q:?} {name:?}");
+            }
+        }
+        assert_eq!(query_value("a=1&a=2", "a").as_deref(), Some("2"));
+        // Nothing to decode: borrowed from the query.
+        assert!(matches!(
+            query_value("iters=10", "iters"),
+            Some(Cow::Borrowed("10"))
+        ));
     }
 
     #[test]

@@ -616,6 +616,14 @@ impl<'a> Eval<'a> {
     }
 
     fn int(&mut self, c: &'a Code, what: &str) -> Result<i64, Error> {
+        // A literal, variable or assign holding an integer (`1..@iters`) is read where it lives,
+        // charged the one step `eval` would charge it.
+        if let CodeKind::Lit(_) | CodeKind::Local(_) | CodeKind::Assign(_) = c.kind
+            && let Some(&Value::Int(i)) = lookup(self.frame, c)
+        {
+            self.tick(c.span, 1)?;
+            return Ok(i);
+        }
         match *self.eval(c)? {
             Value::Int(i) => Ok(i),
             ref other => Err(self.err(
