@@ -7,8 +7,9 @@
 # Rows (wrk -t2 -c50, DUR seconds each, 127.0.0.1 only; every row run ROUNDS times round-robin,
 # the median shown):
 #   /blah?iters=1000, /blah-split?iters=1000, /blah?iters=10, each served by
-#   - galleon under each write policy (the policy picked per request with x-galleon-write-policy),
-#     rendering every request;
+#   - galleon under each write policy, rendering every request: `default` is the server's own
+#     policy (requests as hyper gets them), `flatten` and `vectored` are picked per request with
+#     the x-galleon-write-policy header;
 #   - hyper-peer (bench/peers/hyper-peer): hyper 1.x holding galleon's exact bytes pre-flattened;
 #   - beam_peer (bench/peers/beam_peer.erl): the Erlang VM sending the same templates as I/O lists
 #     of module literals.
@@ -146,6 +147,10 @@ for round in $(seq 1 "$ROUNDS"); do
     for t in "${TARGETS[@]}"; do
         for s in "${SERVERS[@]}"; do
             case $s in
+            # The default row sends what a browser sends, no policy header: the same request
+            # bytes hyper and the BEAM get (until 0f78fde it sent `...: default`, a 33-byte
+            # header the server then parsed, looked up and acted on, which hyper never saw).
+            "galleon default") read -r rps mbs cpu errs < <(run_wrk "$GALLEON_PID" "http://127.0.0.1:$P_GALLEON$t") ;;
             galleon*) read -r rps mbs cpu errs < <(run_wrk "$GALLEON_PID" "http://127.0.0.1:$P_GALLEON$t" "x-galleon-write-policy: ${s#galleon }") ;;
             hyper) read -r rps mbs cpu errs < <(run_wrk "$HYPER_PID" "http://127.0.0.1:$P_HYPER$t") ;;
             beam) read -r rps mbs cpu errs < <(run_wrk "$BEAM_PID" "http://127.0.0.1:$P_BEAM$t") ;;
