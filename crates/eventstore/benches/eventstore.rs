@@ -174,6 +174,9 @@ async fn read_streams(store: &Store) -> std::sync::Arc<Vec<String>> {
     std::sync::Arc::new(streams)
 }
 
+/// The baselines' tables: galleon's (schema version 3), so that they differ from it only in how
+/// appends are ordered. Like galleon and the seed's Elixir store, events are keyed by a bigint
+/// stream number (`streams.stream_no`), not by the stream's name.
 const BASELINE_SCHEMA: &str = "CREATE TABLE bl_events (
         position   bigserial PRIMARY KEY,
         stream_id  text   NOT NULL,
@@ -182,8 +185,10 @@ const BASELINE_SCHEMA: &str = "CREATE TABLE bl_events (
         event_type text   NOT NULL,
         data       json   NOT NULL,
         metadata   json   NOT NULL,
-        UNIQUE (stream_id, version));
-    CREATE TABLE bl_streams (stream_id text PRIMARY KEY, version bigint NOT NULL);
+        stream_no  bigint NOT NULL,
+        UNIQUE (stream_no, version));
+    CREATE TABLE bl_streams (stream_id text PRIMARY KEY, version bigint NOT NULL,
+        stream_no bigserial NOT NULL);
     CREATE TABLE bl_all (id int PRIMARY KEY, position bigint NOT NULL);
     INSERT INTO bl_all VALUES (0, 0);
     CREATE TABLE bl_floor (x int NOT NULL);";
@@ -215,25 +220,37 @@ async fn naive_append(pool: &Pool, stream: &str, events: &[EventData]) {
     let mut client = pool.get().await.unwrap();
     let insert = client
         .prepare_cached(
-            "INSERT INTO bl_events (stream_id, version, event_id, event_type, data, metadata) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO bl_events (stream_id, version, event_id, event_type, data, metadata, stream_no) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
         .await
         .unwrap();
     let stream_row = client
-        .prepare_cached("INSERT INTO bl_streams (stream_id, version) VALUES ($1, $2)")
+        .prepare_cached(
+            "INSERT INTO bl_streams (stream_id, version) VALUES ($1, $2) RETURNING stream_no",
+        )
         .await
         .unwrap();
     let tx = client.transaction().await.unwrap();
-    tx.execute(&stream_row, &[&stream, &(events.len() as i64 - 1)])
+    let stream_no: i64 = tx
+        .query_one(&stream_row, &[&stream, &(events.len() as i64 - 1)])
         .await
-        .unwrap();
+        .unwrap()
+        .get(0);
     for (v, e) in events.iter().enumerate() {
         let data = JsonText(e.data.get());
         let meta = JsonText(e.metadata.get());
         tx.execute(
             &insert,
-            &[&stream, &(v as i64), &e.id, &e.event_type, &data, &meta],
+            &[
+                &stream,
+                &(v as i64),
+                &e.id,
+                &e.event_type,
+                &data,
+                &meta,
+                &stream_no,
+            ],
         )
         .await
         .unwrap();
@@ -253,14 +270,16 @@ async fn global_lock_append(pool: &Pool, stream: &str, events: &[EventData]) {
         .unwrap();
     let insert = client
         .prepare_cached(
-            "INSERT INTO bl_events (stream_id, version, event_id, event_type, data, metadata) \
-             SELECT $1, u.ord - 1, u.id, u.t, u.d, u.m \
+            "INSERT INTO bl_events (stream_id, version, event_id, event_type, data, metadata, stream_no) \
+             SELECT $1, u.ord - 1, u.id, u.t, u.d, u.m, $6 \
              FROM unnest($2::uuid[], $3::text[], $4::json[], $5::json[]) WITH ORDINALITY AS u(id, t, d, m, ord)",
         )
         .await
         .unwrap();
     let stream_row = client
-        .prepare_cached("INSERT INTO bl_streams (stream_id, version) VALUES ($1, $2)")
+        .prepare_cached(
+            "INSERT INTO bl_streams (stream_id, version) VALUES ($1, $2) RETURNING stream_no",
+        )
         .await
         .unwrap();
     let ids: Vec<Uuid> = events.iter().map(|e| e.id).collect();
@@ -271,10 +290,12 @@ async fn global_lock_append(pool: &Pool, stream: &str, events: &[EventData]) {
     tx.query_one(&lock, &[&(events.len() as i64)])
         .await
         .unwrap();
-    tx.execute(&stream_row, &[&stream, &(events.len() as i64 - 1)])
+    let stream_no: i64 = tx
+        .query_one(&stream_row, &[&stream, &(events.len() as i64 - 1)])
         .await
-        .unwrap();
-    tx.execute(&insert, &[&stream, &ids, &types, &data, &meta])
+        .unwrap()
+        .get(0);
+    tx.execute(&insert, &[&stream, &ids, &types, &data, &meta, &stream_no])
         .await
         .unwrap();
     tx.commit().await.unwrap();

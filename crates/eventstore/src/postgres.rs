@@ -279,18 +279,242 @@ BEGIN
 END
 $fn$;
 "#,
+    // 3: a bigint stream number in the events' unique index instead of the stream's name (as the
+    // seed's Elixir store does): 8-byte keys compared as integers, not ~40-byte text compared
+    // under the database's collation. Events keep their stream's name (unindexed) so `$all`
+    // reads need no join. Existing schemas are upgraded in place: every stream gets a number,
+    // every event its stream's.
+    r#"
+CREATE SEQUENCE streams_stream_no_seq;
+ALTER TABLE streams ADD COLUMN stream_no bigint NOT NULL DEFAULT nextval('streams_stream_no_seq');
+ALTER SEQUENCE streams_stream_no_seq OWNED BY streams.stream_no;
+ALTER TABLE events ADD COLUMN stream_no bigint;
+UPDATE events e SET stream_no = s.stream_no FROM streams s WHERE s.stream_id = e.stream_id;
+ALTER TABLE events ALTER COLUMN stream_no SET NOT NULL;
+ALTER TABLE events ADD CONSTRAINT events_stream_no_version_key UNIQUE (stream_no, version);
+ALTER TABLE events DROP CONSTRAINT events_stream_id_version_key;
+
+-- As in migration 1, plus the stream number: found with the stream's row (locked) or assigned
+-- when the row is created, and stored with every event.
+CREATE OR REPLACE FUNCTION galleon_append(
+    p_stream text, p_expected bigint,
+    p_ids uuid[], p_types text[], p_data json[], p_meta json[],
+    OUT status int, OUT actual bigint, OUT first_version bigint, OUT first_position bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    n bigint := cardinality(p_ids);
+    cur bigint;
+    sno bigint;
+    f_stream text;
+    f_version bigint;
+    f_position bigint;
+    matched bigint;
+    base bigint;
+BEGIN
+    SELECT e.stream_id, e.version, e.position INTO f_stream, f_version, f_position
+      FROM events e WHERE e.event_id = p_ids[1];
+    IF FOUND THEN
+        SELECT count(*) INTO matched
+          FROM unnest(p_ids) WITH ORDINALITY AS u(id, ord)
+          JOIN events e ON e.event_id = u.id
+         WHERE e.stream_id = p_stream
+           AND e.version = f_version + u.ord - 1
+           AND e.position = f_position + u.ord - 1;
+        IF f_stream = p_stream AND matched = n THEN
+            status := 1; first_version := f_version; first_position := f_position;
+        ELSE
+            status := 3;
+        END IF;
+        RETURN;
+    END IF;
+    LOOP
+        SELECT s.version, s.stream_no INTO cur, sno
+          FROM streams s WHERE s.stream_id = p_stream FOR UPDATE;
+        IF FOUND THEN
+            IF p_expected = -2 OR (p_expected >= 0 AND p_expected <> cur) THEN
+                status := 2; actual := cur; RETURN;
+            END IF;
+            UPDATE streams SET version = cur + n WHERE stream_id = p_stream;
+            EXIT;
+        END IF;
+        IF p_expected >= 0 OR p_expected = -3 THEN
+            status := 2; actual := NULL; RETURN;
+        END IF;
+        INSERT INTO streams (stream_id, version) VALUES (p_stream, n - 1)
+            ON CONFLICT DO NOTHING RETURNING streams.stream_no INTO sno;
+        IF FOUND THEN
+            cur := -1;
+            EXIT;
+        END IF;
+        -- A concurrent append created the stream and committed: look again.
+    END LOOP;
+    first_version := cur + 1;
+    base := (pg_current_xact_id()::text::bigint) << 16;
+    SELECT COALESCE(max(e.position) + 1, base) INTO first_position
+      FROM events e WHERE e.position >= base AND e.position < base + 65536;
+    IF first_position + n > base + 65536 THEN
+        RAISE EXCEPTION 'galleon_append: more than 65536 events in one transaction';
+    END IF;
+    INSERT INTO events
+        (position, stream_id, version, event_id, event_type, data, metadata, stream_no)
+    SELECT first_position + u.ord - 1, p_stream, cur + u.ord, u.id, u.t, u.d, u.m, sno
+      FROM unnest(p_ids, p_types, p_data, p_meta) WITH ORDINALITY AS u(id, t, d, m, ord);
+    status := 0;
+END
+$fn$;
+
+-- As in migration 2, plus each accepted append's stream number (the caller COPYs it with the
+-- events): an existing stream's from its locked row, a new stream's drawn from the sequence
+-- when its first append is accepted.
+DROP FUNCTION galleon_append_batch(text[], bigint[], int[], uuid[]);
+CREATE FUNCTION galleon_append_batch(
+    p_streams text[], p_expected bigint[], p_counts int[], p_first_ids uuid[])
+RETURNS TABLE (status int, actual bigint, first_version bigint, first_position bigint,
+               stream_no bigint)
+LANGUAGE plpgsql
+SET enable_seqscan = off
+AS $fn$
+DECLARE
+    k int := cardinality(p_streams);
+    st int[] := array_fill(NULL::int, ARRAY[k]);
+    ac bigint[] := array_fill(NULL::bigint, ARRAY[k]);
+    fv bigint[] := array_fill(NULL::bigint, ARRAY[k]);
+    fp bigint[] := array_fill(NULL::bigint, ARRAY[k]);
+    sn bigint[] := array_fill(NULL::bigint, ARRAY[k]);
+    stored bool[];
+    ords int[];
+    vers bigint[];
+    nos bigint[];
+    upd_names text[] := '{}';
+    upd_versions bigint[] := '{}';
+    new_names text[] := '{}';
+    new_versions bigint[] := '{}';
+    new_nos bigint[] := '{}';
+    i int;
+    x_exp bigint;
+    x_n bigint;
+    x_cur bigint;
+    x_no bigint;
+    existed bool;
+    changed bool := false;
+    x_name text;
+    total bigint := 0;
+    base bigint;
+    first bigint;
+    inserted bigint;
+BEGIN
+    IF cardinality(p_expected) <> k OR cardinality(p_counts) <> k
+       OR cardinality(p_first_ids) <> k THEN
+        RAISE EXCEPTION 'galleon_append_batch: arrays of different lengths';
+    END IF;
+    IF k = 0 THEN
+        RETURN;
+    END IF;
+    stored := ARRAY(SELECT ev.event_id IS NOT NULL
+                      FROM unnest(p_first_ids) WITH ORDINALITY AS f(id, o)
+                      LEFT JOIN events ev ON ev.event_id = f.id
+                     ORDER BY f.o);
+    WITH locked AS (
+        SELECT s.stream_id, s.version, s.stream_no FROM streams s
+         WHERE s.stream_id = ANY(p_streams) ORDER BY s.stream_id FOR UPDATE)
+    SELECT array_agg(u.o ORDER BY u.name, u.o), array_agg(l.version ORDER BY u.name, u.o),
+           array_agg(l.stream_no ORDER BY u.name, u.o)
+      INTO ords, vers, nos
+      FROM unnest(p_streams) WITH ORDINALITY AS u(name, o)
+      LEFT JOIN locked l ON l.stream_id = u.name;
+    FOR j IN 1..k LOOP
+        i := ords[j];
+        IF j = 1 OR p_streams[i] <> x_name THEN
+            IF changed THEN
+                IF existed THEN
+                    upd_names := upd_names || x_name; upd_versions := upd_versions || x_cur;
+                ELSE
+                    new_names := new_names || x_name; new_versions := new_versions || x_cur;
+                    new_nos := new_nos || x_no;
+                END IF;
+            END IF;
+            x_name := p_streams[i];
+            x_cur := vers[j];
+            x_no := nos[j];
+            existed := x_cur IS NOT NULL;
+            changed := false;
+        END IF;
+        IF stored[i] THEN
+            st[i] := 4;
+            CONTINUE;
+        END IF;
+        x_exp := p_expected[i];
+        x_n := p_counts[i];
+        IF x_cur IS NOT NULL THEN
+            IF x_exp = -2 OR (x_exp >= 0 AND x_exp <> x_cur) THEN
+                st[i] := 2; ac[i] := x_cur;
+                CONTINUE;
+            END IF;
+        ELSIF x_exp >= 0 OR x_exp = -3 THEN
+            st[i] := 2;
+            CONTINUE;
+        END IF;
+        IF x_no IS NULL THEN
+            x_no := nextval('streams_stream_no_seq');
+        END IF;
+        st[i] := 0;
+        fv[i] := COALESCE(x_cur, -1) + 1;
+        fp[i] := total;
+        sn[i] := x_no;
+        total := total + x_n;
+        x_cur := COALESCE(x_cur, -1) + x_n;
+        changed := true;
+    END LOOP;
+    IF changed THEN
+        IF existed THEN
+            upd_names := upd_names || x_name; upd_versions := upd_versions || x_cur;
+        ELSE
+            new_names := new_names || x_name; new_versions := new_versions || x_cur;
+            new_nos := new_nos || x_no;
+        END IF;
+    END IF;
+    IF total > 0 THEN
+        base := (pg_current_xact_id()::text::bigint) << 16;
+        SELECT COALESCE(max(ev.position) + 1, base) INTO first
+          FROM events ev WHERE ev.position >= base AND ev.position < base + 65536;
+        IF first + total > base + 65536 THEN
+            RAISE EXCEPTION 'galleon_append_batch: more than 65536 events in one transaction';
+        END IF;
+        FOR i IN 1..k LOOP
+            IF st[i] = 0 THEN
+                fp[i] := fp[i] + first;
+            END IF;
+        END LOOP;
+        UPDATE streams s SET version = v.version
+          FROM unnest(upd_names, upd_versions) AS v(name, version)
+         WHERE s.stream_id = v.name;
+        INSERT INTO streams (stream_id, version, stream_no)
+        SELECT v.name, v.version, v.no
+          FROM unnest(new_names, new_versions, new_nos) AS v(name, version, no)
+         ORDER BY v.name
+        ON CONFLICT DO NOTHING;
+        GET DIAGNOSTICS inserted = ROW_COUNT;
+        IF inserted <> cardinality(new_names) THEN
+            RAISE EXCEPTION 'galleon_append_batch: a stream was created concurrently'
+                USING ERRCODE = 'serialization_failure';
+        END IF;
+    END IF;
+    RETURN QUERY SELECT * FROM unnest(st, ac, fv, fp, sn);
+END
+$fn$;
+"#,
 ];
 
 const SQL_APPEND: &str = "SELECT status, actual, first_version, first_position \
      FROM galleon_append($1, $2, $3, $4, $5, $6)";
 
-const SQL_APPEND_BATCH: &str = "SELECT status, actual, first_version, first_position \
+const SQL_APPEND_BATCH: &str = "SELECT status, actual, first_version, first_position, stream_no \
      FROM galleon_append_batch($1, $2, $3, $4)";
 
 /// The events of a batch's accepted appends, in PostgreSQL's binary COPY format. COPY inserts
 /// them in bulk (one WAL record per heap page, no per-row executor work), measurably cheaper per
 /// event than `INSERT ... SELECT FROM unnest(...)`.
-const SQL_COPY_EVENTS: &str = "COPY events (position, stream_id, version, event_id, event_type, data, metadata) \
+const SQL_COPY_EVENTS: &str = "COPY events (position, stream_no, stream_id, version, event_id, event_type, data, metadata) \
      FROM STDIN (FORMAT binary)";
 
 /// Writer tasks, each with its own queue; an append goes to the writer of its stream's hash (so
@@ -318,10 +542,12 @@ const COPY_CHUNK_BYTES: usize = 256 * 1024;
 // Stream reads send `NULL` for `stream_id` (the caller knows it), keeping the column layout of
 // `row_to_event` without shipping and allocating the name once per row.
 const SQL_READ_FORWARD: &str = "SELECT position, NULL::text, version, event_id, event_type, data, metadata \
-     FROM events WHERE stream_id = $1 AND version >= $2 ORDER BY version LIMIT $3";
+     FROM events WHERE stream_no = (SELECT s.stream_no FROM streams s WHERE s.stream_id = $1) \
+       AND version >= $2 ORDER BY version LIMIT $3";
 
 const SQL_READ_BACKWARD: &str = "SELECT position, NULL::text, version, event_id, event_type, data, metadata \
-     FROM events WHERE stream_id = $1 AND version <= $2 ORDER BY version DESC LIMIT $3";
+     FROM events WHERE stream_no = (SELECT s.stream_no FROM streams s WHERE s.stream_id = $1) \
+       AND version <= $2 ORDER BY version DESC LIMIT $3";
 
 /// `$all` is read only below the oldest transaction still running: everything under that line
 /// is final, so a later read never finds an event behind one already returned.
@@ -686,6 +912,8 @@ struct Outcome {
     actual: Option<i64>,
     first_version: Option<i64>,
     first_position: Option<i64>,
+    /// The stream's number (`galleon_append_batch` only, for the events the caller COPYs).
+    stream_no: Option<i64>,
 }
 
 impl Outcome {
@@ -695,6 +923,7 @@ impl Outcome {
             actual: row.try_get(1)?,
             first_version: row.try_get(2)?,
             first_position: row.try_get(3)?,
+            stream_no: if row.len() > 4 { row.try_get(4)? } else { None },
         })
     }
 
@@ -835,20 +1064,27 @@ async fn try_batch(pool: &Pool, batch: &[PendingAppend]) -> Result<Vec<Option<Ou
             .iter()
             .map(Outcome::from_row)
             .collect::<Result<Vec<_>>>()?;
-        let mut accepted: Vec<(&PendingAppend, i64, i64)> = batch
+        let mut accepted: Vec<(&PendingAppend, i64, i64, i64)> = batch
             .iter()
             .zip(&outcomes)
             .filter_map(
-                |(p, o)| match (o.status, o.first_version, o.first_position) {
-                    (0, Some(fv), Some(fp)) => Some((p, fv, fp)),
+                |(p, o)| match (o.status, o.first_version, o.first_position, o.stream_no) {
+                    (0, Some(fv), Some(fp), Some(sno)) => Some((p, fv, fp, sno)),
                     _ => None,
                 },
             )
             .collect();
+        // An accepted append must have all three (else its events would not be copied).
+        if accepted.len() != outcomes.iter().filter(|o| o.status == 0).count() {
+            return Err(Error::Corrupt(
+                "galleon_append_batch accepted an append without version, position or stream number"
+                    .to_owned(),
+            ));
+        }
         // In position order (the function numbers the appends grouped by stream): each
         // insert into the primary key then lands at its right end, and consecutive inserts into
         // the `(stream_id, version)` index land on the same leaf pages.
-        accepted.sort_unstable_by_key(|&(_, _, fp)| fp);
+        accepted.sort_unstable_by_key(|&(_, _, fp, _)| fp);
         if !accepted.is_empty() {
             let sink = tx.copy_in::<_, bytes::Bytes>(&copy).await?;
             futures::pin_mut!(sink);
@@ -856,9 +1092,9 @@ async fn try_batch(pool: &Pool, batch: &[PendingAppend]) -> Result<Vec<Option<Ou
             buf.extend_from_slice(b"PGCOPY\n\xff\r\n\0");
             buf.extend_from_slice(&0i32.to_be_bytes()); // flags
             buf.extend_from_slice(&0i32.to_be_bytes()); // header extension
-            for (p, fv, fp) in accepted {
+            for (p, fv, fp, sno) in accepted {
                 for (i, e) in p.events.iter().enumerate() {
-                    copy_row(&mut buf, fp + i as i64, &p.stream, fv + i as i64, e);
+                    copy_row(&mut buf, fp + i as i64, sno, &p.stream, fv + i as i64, e);
                     if buf.len() >= COPY_CHUNK_BYTES {
                         sink.send(buf.split().freeze()).await?;
                     }
@@ -888,13 +1124,21 @@ async fn try_batch(pool: &Pool, batch: &[PendingAppend]) -> Result<Vec<Option<Ou
 
 /// Appends one event row to binary COPY data: field count, then each field as length + bytes
 /// (`json` travels as its text, like `text`).
-fn copy_row(buf: &mut bytes::BytesMut, position: i64, stream: &str, version: i64, e: &EventData) {
+fn copy_row(
+    buf: &mut bytes::BytesMut,
+    position: i64,
+    stream_no: i64,
+    stream: &str,
+    version: i64,
+    e: &EventData,
+) {
     fn field(buf: &mut bytes::BytesMut, bytes: &[u8]) {
         buf.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
         buf.extend_from_slice(bytes);
     }
-    buf.extend_from_slice(&7i16.to_be_bytes());
+    buf.extend_from_slice(&8i16.to_be_bytes());
     field(buf, &position.to_be_bytes());
+    field(buf, &stream_no.to_be_bytes());
     field(buf, stream.as_bytes());
     field(buf, &version.to_be_bytes());
     field(buf, e.id.as_bytes());
@@ -984,6 +1228,15 @@ impl ToSql for JsonText<'_> {
 /// Creates the schema (if named) and applies the missing migrations in one transaction, under an
 /// advisory lock so that processes starting together migrate one after the other.
 async fn migrate(client: &tokio_postgres::Client, schema: Option<&str>) -> Result<()> {
+    migrate_to(client, schema, MIGRATIONS.len()).await
+}
+
+/// [`migrate`] up to schema version `target` (tests build older schemas with it).
+async fn migrate_to(
+    client: &tokio_postgres::Client,
+    schema: Option<&str>,
+    target: usize,
+) -> Result<()> {
     client.batch_execute("BEGIN").await?;
     let result = async {
         client
@@ -1013,7 +1266,12 @@ async fn migrate(client: &tokio_postgres::Client, schema: Option<&str>) -> Resul
                 supported,
             });
         }
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        for (i, sql) in MIGRATIONS
+            .iter()
+            .enumerate()
+            .take(target)
+            .skip(current as usize)
+        {
             client.batch_execute(sql).await?;
             client
                 .execute(
@@ -1113,13 +1371,180 @@ mod tests {
     #[test]
     fn sql_uses_the_position_shift() {
         let shift = format!("<< {POSITION_SHIFT}");
-        assert!(MIGRATIONS[0].contains(&shift));
         let per_txn = format!("{}", 1u64 << POSITION_SHIFT);
-        assert_eq!(MIGRATIONS[0].matches(&per_txn).count(), 3);
-        assert!(MIGRATIONS[1].contains(&shift));
-        assert_eq!(MIGRATIONS[1].matches(&per_txn).count(), 3);
+        // Migration 3 replaces both functions of 1 and 2.
+        for (m, functions) in [(0, 1), (1, 1), (2, 2)] {
+            assert!(
+                MIGRATIONS[m].matches(&shift).count() >= functions,
+                "migration {m}"
+            );
+            assert_eq!(
+                MIGRATIONS[m].matches(&per_txn).count(),
+                3 * functions,
+                "migration {m}"
+            );
+        }
         assert_eq!(MAX_BATCH_EVENTS, 1 << POSITION_SHIFT);
         assert!(SQL_READ_ALL.contains(&shift));
+    }
+
+    /// Schemas of versions 1 and 2, built by the real migrations and holding events written by
+    /// their own functions, are upgraded in place when a store opens them: every stream gets a
+    /// number, every event its stream's, and the store reads, appends (alone and group-committed)
+    /// and checks expected versions across the old and new data.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn upgrades_version_1_and_2_schemas_in_place() {
+        let Ok(url) = std::env::var("DATABASE_URL") else {
+            eprintln!("\n*** SKIPPED: PostgreSQL upgrade test, DATABASE_URL is not set ***\n");
+            return;
+        };
+        for old in [1, 2] {
+            let schema = format!("galleon_test_{}", uuid::Uuid::new_v4().simple());
+            let result = upgrade_from(&url, &schema, old).await;
+            let (admin, conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+            tokio::spawn(conn);
+            admin
+                .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+                .await
+                .unwrap();
+            result.unwrap_or_else(|e| panic!("upgrade from version {old}: {e}"));
+        }
+    }
+
+    fn data(n: usize) -> Vec<EventData> {
+        (0..n)
+            .map(|i| {
+                EventData::json("Old", &serde_json::json!({ "i": i }))
+                    .unwrap()
+                    .with_metadata(&serde_json::json!({ "m": i }))
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    async fn upgrade_from(url: &str, schema: &str, old: usize) -> Result<()> {
+        let mut config: tokio_postgres::Config = url.parse().unwrap();
+        config.options(format!("-c search_path={schema}"));
+        let (raw, conn) = config.connect(NoTls).await?;
+        tokio::spawn(conn);
+        migrate_to(&raw, Some(schema), old).await?;
+        // Events as the old schema's own function stores them.
+        let old_append = "SELECT status FROM galleon_append($1, -2, $2, $3, $4, $5)";
+        for (stream, n) in [("old-a", 3), ("old-b", 2)] {
+            let evs = data(n);
+            let ids: Vec<uuid::Uuid> = evs.iter().map(|e| e.id).collect();
+            let types: Vec<&str> = evs.iter().map(|e| e.event_type.as_str()).collect();
+            let d: Vec<JsonText<'_>> = evs.iter().map(|e| JsonText(e.data.get())).collect();
+            let m: Vec<JsonText<'_>> = evs.iter().map(|e| JsonText(e.metadata.get())).collect();
+            let status: i32 = raw
+                .query_one(old_append, &[&stream, &ids, &types, &d, &m])
+                .await?
+                .get(0);
+            assert_eq!(status, 0);
+        }
+
+        let store = PgStore::open(
+            url,
+            PgOptions {
+                schema: Some(schema.to_owned()),
+                pool_size: Some(8),
+                application_name: None,
+            },
+        )
+        .await?;
+        let version: i64 = raw
+            .query_one("SELECT max(version) FROM schema_version", &[])
+            .await?
+            .get(0);
+        assert_eq!(version, MIGRATIONS.len() as i64);
+        let unnumbered: i64 = raw
+            .query_one(
+                "SELECT count(*) FROM events e JOIN streams s USING (stream_id) \
+                 WHERE e.stream_no IS DISTINCT FROM s.stream_no",
+                &[],
+            )
+            .await?
+            .get(0);
+        assert_eq!(unnumbered, 0, "every event carries its stream's number");
+        let numbers: i64 = raw
+            .query_one("SELECT count(DISTINCT stream_no) FROM streams", &[])
+            .await?
+            .get(0);
+        assert_eq!(numbers, 2);
+        let constraints: Vec<String> = raw
+            .query(
+                "SELECT conname::text FROM pg_constraint \
+                 WHERE conrelid = 'events'::regclass AND contype = 'u' ORDER BY 1",
+                &[],
+            )
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(
+            constraints,
+            ["events_event_id_key", "events_stream_no_version_key"]
+        );
+
+        // Old data reads as before; appends continue its versions and respect expectations.
+        let a = store
+            .read_stream("old-a", 0, 10, Direction::Forward)
+            .await?;
+        assert_eq!(a.iter().map(|e| e.version).collect::<Vec<_>>(), [0, 1, 2]);
+        let back = store
+            .read_stream("old-a", 5, 2, Direction::Backward)
+            .await?;
+        assert_eq!(back.iter().map(|e| e.version).collect::<Vec<_>>(), [2, 1]);
+        let r = store
+            .append("old-a", ExpectedVersion::Exact(2), data(2))
+            .await?;
+        assert_eq!((r.first_version, r.last_version), (3, 4));
+        match store
+            .append("old-b", ExpectedVersion::NoStream, data(1))
+            .await
+        {
+            Err(Error::WrongExpectedVersion { actual, .. }) => assert_eq!(actual, Some(1)),
+            other => panic!("expected a wrong-version error, got {other:?}"),
+        }
+        // Concurrent appends (group-committed) to old and new streams.
+        let tasks: Vec<_> = (0..20)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    if i == 0 {
+                        store
+                            .append("old-b", ExpectedVersion::Exact(1), data(3))
+                            .await
+                    } else {
+                        store
+                            .append(&format!("new-{i}"), ExpectedVersion::NoStream, data(3))
+                            .await
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap()?;
+        }
+        let b = store
+            .read_stream("old-b", 0, 10, Direction::Forward)
+            .await?;
+        assert_eq!(b.len(), 5);
+        let all = store.read_all(0, 1000).await?;
+        assert_eq!(all.len(), 3 + 2 + 2 + 3 + 19 * 3);
+        let places: i64 = raw
+            .query_one(
+                "SELECT count(DISTINCT (stream_no, version)) - count(DISTINCT (stream_id, version)) \
+                 FROM events",
+                &[],
+            )
+            .await?
+            .get(0);
+        assert_eq!(
+            places, 0,
+            "stream numbers and names identify the same streams"
+        );
+        Ok(())
     }
 
     #[test]

@@ -1013,8 +1013,8 @@ async fn postgres_killed_connection_mid_append_leaves_nothing() {
         blocker.batch_execute("BEGIN").await.unwrap();
         blocker
             .execute(
-                "INSERT INTO events (position, stream_id, version, event_id, event_type, data, metadata) \
-                 VALUES (-1, 'blocker', 0, $1, 'B', '{}', '{}')",
+                "INSERT INTO events (position, stream_no, stream_id, version, event_id, event_type, data, metadata) \
+                 VALUES (-1, -1, 'blocker', 0, $1, 'B', '{}', '{}')",
                 &[&last_id],
             )
             .await
@@ -1258,7 +1258,7 @@ async fn postgres_append_batch_function() {
         raw.batch_execute("BEGIN").await.unwrap();
         let rows = raw
             .query(
-                "SELECT status, actual, first_version, first_position FROM galleon_append_batch($1, $2, $3, $4)",
+                "SELECT status, actual, first_version, first_position, stream_no FROM galleon_append_batch($1, $2, $3, $4)",
                 &[&streams.as_slice(), &expected.as_slice(), &counts.as_slice(), &first_ids],
             )
             .await
@@ -1284,6 +1284,31 @@ async fn postgres_append_batch_function() {
                 (0, None, Some(2), Some(base + 6)),     // fb-old: Exact(1)
                 (2, None, None, None),                  // fb-none: Exact(3), no stream
                 (2, Some(4), None, None),               // fb-b: NoStream, but it is at 4 by now
+            ]
+        );
+        // Stream numbers: one per stream, the stored stream's kept, none for rejected appends.
+        let nos: Vec<Option<i64>> = rows.iter().map(|r| r.get(4)).collect();
+        let old_no: i64 = raw
+            .query_one("SELECT stream_no FROM streams WHERE stream_id = 'fb-old'", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!((nos[3], nos[4], nos[5], nos[6]), (None, Some(old_no), None, None));
+        assert_eq!(nos[0], nos[2]);
+        assert!(nos[0].is_some() && nos[1].is_some() && nos[0] != nos[1] && nos[0] != nos[4]);
+        let numbered: Vec<(String, i64)> = raw
+            .query("SELECT stream_id, stream_no FROM streams ORDER BY stream_id", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        assert_eq!(
+            numbered,
+            [
+                ("fb-a".to_owned(), nos[1].unwrap()),
+                ("fb-b".to_owned(), nos[0].unwrap()),
+                ("fb-old".to_owned(), old_no)
             ]
         );
         let versions: Vec<(String, i64)> = raw
@@ -1318,8 +1343,8 @@ async fn postgres_killed_group_commit_leaves_nothing_half_written() {
         blocker.batch_execute("BEGIN").await.unwrap();
         blocker
             .execute(
-                "INSERT INTO events (position, stream_id, version, event_id, event_type, data, metadata) \
-                 VALUES (-1, 'blocker', 0, $1, 'B', '{}', '{}')",
+                "INSERT INTO events (position, stream_no, stream_id, version, event_id, event_type, data, metadata) \
+                 VALUES (-1, -1, 'blocker', 0, $1, 'B', '{}', '{}')",
                 &[&blocked_id],
             )
             .await
@@ -1376,50 +1401,5 @@ async fn postgres_killed_group_commit_leaves_nothing_half_written() {
     .await;
 }
 
-/// A database created by schema version 1 (before group commit) is upgraded in place when opened.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_upgrades_a_version_1_schema() {
-    run_postgres(|ctx: Ctx| async move {
-        let schema = ctx.pg_schema.clone().unwrap();
-        let s = &ctx.store;
-        s.append("v1", ExpectedVersion::NoStream, events(2))
-            .await
-            .unwrap();
-        // Turn the schema back into what version 1 created.
-        let raw = raw_client(&ctx.url, Some(&schema)).await;
-        raw.batch_execute(
-            "DROP FUNCTION galleon_append_batch(text[], bigint[], int[], uuid[]); \
-             DELETE FROM schema_version WHERE version > 1",
-        )
-        .await
-        .unwrap();
-        let reopened = ctx.reopen().await;
-        let version: i64 = raw
-            .query_one("SELECT max(version) FROM schema_version", &[])
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(version, 2);
-        let tasks: Vec<_> = (0..20)
-            .map(|i| {
-                let store = reopened.clone();
-                tokio::spawn(async move {
-                    store
-                        .append(&format!("v2-{i}"), ExpectedVersion::NoStream, events(3))
-                        .await
-                        .unwrap()
-                })
-            })
-            .collect();
-        for t in tasks {
-            t.await.unwrap();
-        }
-        let r = reopened
-            .append("v1", ExpectedVersion::Exact(1), events(1))
-            .await
-            .unwrap();
-        assert_eq!(r.first_version, 2);
-        all_events(&reopened, 3 + 60).await;
-    })
-    .await;
-}
+// Upgrades of genuine version 1 and 2 schemas: `upgrades_version_1_and_2_schemas_in_place` in
+// src/postgres.rs (it builds them with the crate's own migrations).
