@@ -226,7 +226,8 @@ async fn append(store: &Store, stream: &str, req: ApiRequest<'_>) -> ApiResponse
     let events: Vec<EventData> = parsed
         .into_iter()
         .map(|e| EventData {
-            id: e.id.unwrap_or_else(Uuid::new_v4),
+            // Time-ordered, like `EventData::json`'s.
+            id: e.id.unwrap_or_else(Uuid::now_v7),
             event_type: e.event_type,
             data: Json::from(e.data),
             metadata: e.metadata.map_or_else(Json::empty_object, Json::from),

@@ -158,14 +158,20 @@ pub struct EventData {
 }
 
 impl EventData {
-    /// An event with a fresh random id, serialising `data` to JSON, with `{}` as metadata.
+    /// An event with a fresh id, serialising `data` to JSON, with `{}` as metadata.
+    ///
+    /// The id is a UUID version 7: time-ordered (48 bits of Unix milliseconds, then random
+    /// bits), so ids made one after another are increasing and land at the right end of the
+    /// store's unique index on event ids instead of on a random page of it (PostgreSQL: ~20 %
+    /// less server CPU per stored event; see DESIGN-NOTES.md). It reveals when the event was
+    /// created; callers who mind choose their own ids with [`EventData::with_id`].
     pub fn json<T: serde::Serialize + ?Sized>(
         event_type: impl Into<String>,
         data: &T,
     ) -> Result<Self> {
         let data = Json::to_json(data)?;
         Ok(EventData {
-            id: Uuid::new_v4(),
+            id: Uuid::now_v7(),
             event_type: event_type.into(),
             data,
             metadata: Json::empty_object(),
@@ -330,6 +336,15 @@ mod tests {
             Json::to_json(&[1, 2]).unwrap().parse::<Vec<u8>>().unwrap(),
             [1, 2]
         );
+    }
+
+    #[test]
+    fn default_ids_are_time_ordered() {
+        let ids: Vec<Uuid> = (0..1000)
+            .map(|_| EventData::json("T", &1).unwrap().id)
+            .collect();
+        assert!(ids.iter().all(|id| id.get_version_num() == 7));
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "increasing");
     }
 
     #[test]
