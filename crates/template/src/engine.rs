@@ -70,6 +70,8 @@ pub(crate) struct Config {
 /// Every compiled template, by index and by name.
 #[derive(Debug)]
 pub(crate) struct Catalog {
+    /// Unique per catalog in this process (see [`TemplateId`]).
+    serial: u64,
     pub(crate) programs: Vec<Program>,
     by_name: BTreeMap<String, usize>,
 }
@@ -89,9 +91,13 @@ pub struct Engine {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TemplateId {
     index: usize,
-    /// Address of the catalog the index belongs to.
-    catalog: usize,
+    /// Serial number of the catalog the index belongs to (not its address, which a later engine
+    /// could reuse once this one is dropped).
+    catalog: u64,
 }
+
+/// Serial number of the next catalog compiled.
+static NEXT_CATALOG: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// A template to render: its name (`&str`, `&String`) or a [`TemplateId`].
 pub trait TemplateRef {
@@ -114,7 +120,7 @@ impl TemplateRef for &String {
 
 impl TemplateRef for TemplateId {
     fn index_in(&self, engine: &Engine) -> Result<usize, Error> {
-        if self.catalog == engine.catalog_addr() && self.index < engine.catalog.programs.len() {
+        if self.catalog == engine.catalog.serial && self.index < engine.catalog.programs.len() {
             Ok(self.index)
         } else {
             Err(Error::new(
@@ -225,7 +231,11 @@ impl Engine {
             }
         }
         Ok(Engine {
-            catalog: Arc::new(Catalog { programs, by_name }),
+            catalog: Arc::new(Catalog {
+                serial: NEXT_CATALOG.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                programs,
+                by_name,
+            }),
             config: Config {
                 limits: Limits::default(),
                 copy_below: DEFAULT_COPY_BELOW,
@@ -278,12 +288,8 @@ impl Engine {
     pub fn id(&self, name: &str) -> Result<TemplateId, Error> {
         Ok(TemplateId {
             index: self.index(name)?,
-            catalog: self.catalog_addr(),
+            catalog: self.catalog.serial,
         })
-    }
-
-    fn catalog_addr(&self) -> usize {
-        Arc::as_ptr(&self.catalog) as usize
     }
 
     fn index(&self, name: &str) -> Result<usize, Error> {

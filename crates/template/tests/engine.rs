@@ -465,4 +465,14 @@ fn a_template_id_renders_what_its_name_renders_in_clones_only() {
     let err = other.render_with(id, |_| None).unwrap_err();
     assert_eq!(err.kind(), galleon_template::ErrorKind::NotFound);
     assert!(e.id("pages/nope.html.eex").is_err());
+    // Nor does an engine made after the id's engine is gone, though its templates may sit where
+    // the old ones were.
+    let gone = {
+        let short = Engine::from_source("t", "a").unwrap();
+        short.id("t").unwrap()
+    };
+    for _ in 0..10 {
+        let fresh = Engine::from_source("t", "b").unwrap();
+        assert!(fresh.render_with(gone, |_| None).is_err());
+    }
 }
