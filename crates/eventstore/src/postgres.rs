@@ -662,6 +662,10 @@ struct Writer {
     /// their caller. An append that finds 0 runs at once in its caller's task: a lone writer
     /// pays no hand-over to the writer task and back.
     busy: Arc<AtomicUsize>,
+    /// Held by whichever transaction of this writer runs: an append run directly by its caller,
+    /// or the writer task's batch. One at a time, so appends that queue behind a direct one wait
+    /// for it and then go in one batch, instead of a small batch racing it.
+    slot: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Decrements a writer's `busy` count when an append it counted is answered (or dropped).
@@ -758,8 +762,9 @@ impl PgStore {
             .map(|_| {
                 let (queue, rx) = mpsc::channel(MAX_BATCH_APPENDS);
                 let busy = Arc::new(AtomicUsize::new(0));
-                tokio::spawn(writer_loop(shared.clone(), rx, busy.clone()));
-                Writer { queue, busy }
+                let slot = Arc::new(tokio::sync::Mutex::new(()));
+                tokio::spawn(writer_loop(shared.clone(), rx, busy.clone(), slot.clone()));
+                Writer { queue, busy, slot }
             })
             .collect();
         let background = tokio::spawn(listen_and_notify(config, wake.clone(), appended_rx));
@@ -805,7 +810,12 @@ impl PgStore {
             reply,
             _route: route,
         };
-        if idle {
+        let direct = if idle {
+            writer.slot.clone().try_lock_owned().ok()
+        } else {
+            None
+        };
+        if let Some(_slot) = direct {
             // No other append of this writer's is queued or running: no group to join.
             let result = append_single(&inner.pool, &pending).await;
             if matches!(result, Ok((_, true))) {
@@ -901,6 +911,7 @@ async fn writer_loop(
     shared: WriterShared,
     mut rx: mpsc::Receiver<PendingAppend>,
     busy: Arc<AtomicUsize>,
+    slot: Arc<tokio::sync::Mutex<()>>,
 ) {
     let mut carry: Option<PendingAppend> = None;
     loop {
@@ -912,7 +923,9 @@ async fn writer_loop(
             },
         };
         // Appends reach a writer only while another of its appends is queued or running, that is
-        // under concurrency: let the other ready tasks run (and queue theirs) before taking.
+        // under concurrency: wait for a direct append of this writer to finish, and let the other
+        // ready tasks run (and queue theirs) before taking.
+        let _slot = slot.lock().await;
         tokio::task::yield_now().await;
         let mut events = first.events.len();
         let mut batch = vec![first];
@@ -1610,6 +1623,7 @@ mod tests {
             .map(|_| Writer {
                 queue: mpsc::channel(1).0,
                 busy: Arc::new(AtomicUsize::new(0)),
+                slot: Arc::default(),
             })
             .collect();
         let router = Arc::new(Router::default());
