@@ -5,7 +5,8 @@
 //! measured in the same run on the same PostgreSQL: *naive* (one INSERT per event, one
 //! transaction per append) and *global lock* (each append also updates one shared `$all` row,
 //! as the seed's Elixir store does). Prints medians, ratios and the PostgreSQL targets.
-//! PostgreSQL rows need `DATABASE_URL`; without it they are reported as skipped.
+//! PostgreSQL rows need `DATABASE_URL`; without it they are reported as skipped. With
+//! `GALLEON_BENCH_ROUNDS` set, every timed append round is printed to stderr as well.
 
 use std::time::{Duration, Instant};
 
@@ -25,9 +26,12 @@ const CONCURRENCY: [usize; 3] = [1, 10, 100];
 const SEED_APPEND_MS: [f64; 3] = [12.2, 108.9, 1116.0];
 /// The seed's published read figures (ms) for 1, 10, 100 readers.
 const SEED_READ_MS: [f64; 3] = [1.93, 20.1, 201.0];
-/// Timed repetitions per concurrency level (1, 10, 100), appends. Chosen so the whole run stays
-/// under ~3 minutes on a busy 2-core machine while the median has at least 5 samples.
-const APPEND_RUNS: [usize; 3] = [51, 11, 5];
+/// Timed repetitions per concurrency level (1, 10, 100), appends. With 5 at 100 writers (until
+/// 2026-11-23) the median of one run moved with a single slow round: the global-lock baseline's
+/// rounds spread 100-169 ms with the WAL flush time, and its 5-sample median with them. A 100-writer
+/// round of all contenders takes ~0.6 s here (the naive baseline ~0.35 s of it), so 21 keep the
+/// whole run near 20 s.
+const APPEND_RUNS: [usize; 3] = [51, 21, 21];
 /// Timed repetitions per concurrency level, reads.
 const READ_RUNS: [usize; 3] = [200, 50, 11];
 /// Timed reads per store per round, back to back after one untimed read.
@@ -145,14 +149,29 @@ async fn read_op(
 }
 
 /// Runs every contender once per round, round after round, so that load from elsewhere on the
-/// machine hits all of them alike; medians per contender.
+/// machine hits all of them alike; medians per contender. Odd rounds run the contenders in
+/// reverse order, so that each follows a different contender half of the time: what one leaves
+/// behind (the naive baseline's 10 000 single-row inserts, SQLite's fsyncs) does not always land
+/// on the same other one. (Until 2026-11-23 the order was fixed and the global-lock baseline
+/// always ran right after the naive one.)
 async fn interleaved_appends(writers: &[Writer], concurrency: usize, runs: usize) -> Vec<f64> {
     let mut times = vec![Vec::with_capacity(runs); writers.len()];
     for round in 0..runs + WARMUP_RUNS {
-        for (w, t) in writers.iter().zip(&mut times) {
-            let d = w.op(concurrency).await;
+        for k in 0..writers.len() {
+            let i = if round % 2 == 0 {
+                k
+            } else {
+                writers.len() - 1 - k
+            };
+            let d = writers[i].op(concurrency).await;
+            if std::env::var_os("GALLEON_BENCH_ROUNDS").is_some() {
+                eprintln!(
+                    "round {round} contender {i} writers {concurrency}: {:.3} ms",
+                    d.as_secs_f64() * 1e3
+                );
+            }
             if round >= WARMUP_RUNS {
-                t.push(d);
+                times[i].push(d);
             }
         }
     }

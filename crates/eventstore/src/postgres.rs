@@ -522,9 +522,10 @@ const SQL_COPY_EVENTS: &str = "COPY events (position, stream_no, stream_id, vers
 /// batches never wait on each other's stream locks), else to the writer with the fewest appends
 /// queued or running ([`Router`]): a burst of appends to many streams is split evenly (hashing the
 /// stream name, as before, gave the 4 writers of the bench's 100 appends anywhere from ~15 to
-/// ~31 appends each, and the busiest one set the wall time). Each writer has at most one batch in flight, so this is also the number of
-/// server backends appending at once: enough to keep 2 cores busy while another batch waits for
-/// its commit flush or its bytes. See DESIGN-NOTES.md for the measurements.
+/// ~31 appends each, and the busiest one set the wall time). Each writer runs one transaction at
+/// a time (a direct append or a batch), so this is also the number of server backends appending
+/// at once: enough to keep 2 cores busy while another batch waits for its commit flush or its
+/// bytes. 2, 3 and 4 measured the same within noise on 2 cores (DESIGN-NOTES.md).
 const WRITERS: usize = 4;
 
 /// Most appends one writer puts in one transaction. Bounds the latency one batch adds to the
