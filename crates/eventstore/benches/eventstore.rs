@@ -193,9 +193,11 @@ async fn read_streams(store: &Store) -> std::sync::Arc<Vec<String>> {
     std::sync::Arc::new(streams)
 }
 
-/// The baselines' tables: galleon's (schema version 3), so that they differ from it only in how
+/// The baselines' tables: galleon's (schema version 4), so that they differ from it only in how
 /// appends are ordered. Like galleon and the seed's Elixir store, events are keyed by a bigint
-/// stream number (`streams.stream_no`), not by the stream's name.
+/// stream number (`streams.stream_no`), not by the stream's name; like galleon's, the stream
+/// indexes hold the first event of each append (`append_len > 0`, and `> 1`), and the baselines
+/// write the same `append_len` values, so they maintain the same index entries.
 const BASELINE_SCHEMA: &str = "CREATE TABLE bl_events (
         position   bigserial PRIMARY KEY,
         stream_id  text   NOT NULL,
@@ -205,7 +207,9 @@ const BASELINE_SCHEMA: &str = "CREATE TABLE bl_events (
         data       json   NOT NULL,
         metadata   json   NOT NULL,
         stream_no  bigint NOT NULL,
-        UNIQUE (stream_no, version));
+        append_len smallint NOT NULL DEFAULT 1 CHECK (append_len >= 0));
+    CREATE UNIQUE INDEX bl_events_heads ON bl_events (stream_no, version) WHERE append_len > 0;
+    CREATE UNIQUE INDEX bl_events_multi ON bl_events (stream_no, version) WHERE append_len > 1;
     CREATE TABLE bl_streams (stream_id text PRIMARY KEY, version bigint NOT NULL,
         stream_no bigserial NOT NULL);
     CREATE TABLE bl_all (id int PRIMARY KEY, position bigint NOT NULL);
@@ -239,8 +243,8 @@ async fn naive_append(pool: &Pool, stream: &str, events: &[EventData]) {
     let mut client = pool.get().await.unwrap();
     let insert = client
         .prepare_cached(
-            "INSERT INTO bl_events (stream_id, version, event_id, event_type, data, metadata, stream_no) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "INSERT INTO bl_events (stream_id, version, event_id, event_type, data, metadata, stream_no, append_len) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .await
         .unwrap();
@@ -259,6 +263,7 @@ async fn naive_append(pool: &Pool, stream: &str, events: &[EventData]) {
     for (v, e) in events.iter().enumerate() {
         let data = JsonText(e.data.get());
         let meta = JsonText(e.metadata.get());
+        let append_len: i16 = if v == 0 { events.len() as i16 } else { 0 };
         tx.execute(
             &insert,
             &[
@@ -269,6 +274,7 @@ async fn naive_append(pool: &Pool, stream: &str, events: &[EventData]) {
                 &data,
                 &meta,
                 &stream_no,
+                &append_len,
             ],
         )
         .await
@@ -289,8 +295,8 @@ async fn global_lock_append(pool: &Pool, stream: &str, events: &[EventData]) {
         .unwrap();
     let insert = client
         .prepare_cached(
-            "INSERT INTO bl_events (stream_id, version, event_id, event_type, data, metadata, stream_no) \
-             SELECT $1, u.ord - 1, u.id, u.t, u.d, u.m, $6 \
+            "INSERT INTO bl_events (stream_id, version, event_id, event_type, data, metadata, stream_no, append_len) \
+             SELECT $1, u.ord - 1, u.id, u.t, u.d, u.m, $6, CASE WHEN u.ord = 1 THEN $7::smallint ELSE 0 END \
              FROM unnest($2::uuid[], $3::text[], $4::json[], $5::json[]) WITH ORDINALITY AS u(id, t, d, m, ord)",
         )
         .await
@@ -314,9 +320,13 @@ async fn global_lock_append(pool: &Pool, stream: &str, events: &[EventData]) {
         .await
         .unwrap()
         .get(0);
-    tx.execute(&insert, &[&stream, &ids, &types, &data, &meta, &stream_no])
-        .await
-        .unwrap();
+    let append_len = events.len() as i16;
+    tx.execute(
+        &insert,
+        &[&stream, &ids, &types, &data, &meta, &stream_no, &append_len],
+    )
+    .await
+    .unwrap();
     tx.commit().await.unwrap();
 }
 

@@ -23,6 +23,8 @@ use crate::types::{AppendResult, Direction, EventData, ExpectedVersion, Json, Re
 pub(crate) const POSITION_SHIFT: u32 = 16;
 
 const _: () = assert!(crate::types::MAX_APPEND_EVENTS < (1 << POSITION_SHIFT));
+// An append's length is stored with its first event as a `smallint` (schema version 4).
+const _: () = assert!(crate::types::MAX_APPEND_EVENTS <= i16::MAX as usize);
 
 /// Connections in the pool unless the caller says otherwise. Tuning runs of the bench
 /// (`GALLEON_BENCH_PG_POOL=4/8/16/32`, `append 100 events, 100 writers`) on the loaded 2-core VM
@@ -513,6 +515,89 @@ BEGIN
 END
 $fn$;
 "#,
+    // 4: the stream index holds one entry per append, not one per event. The first event of an
+    // append (its head) carries the append's length; the others carry 0 and are found through the
+    // head: an append's events have consecutive versions *and* consecutive positions. Rows that
+    // say nothing (all rows stored before this version, and rows inserted by hand) default to 1:
+    // each is a head of its own. Fast default, so existing rows are not rewritten.
+    r#"
+ALTER TABLE events ADD COLUMN append_len smallint NOT NULL DEFAULT 1;
+ALTER TABLE events ADD CONSTRAINT events_append_len_check CHECK (append_len >= 0);
+CREATE UNIQUE INDEX events_stream_heads ON events (stream_no, version) WHERE append_len > 0;
+-- The heads of appends of two or more events again: a read finds the longer appends that
+-- overlap its window without visiting the heads of one-event appends a second time.
+CREATE UNIQUE INDEX events_stream_multi ON events (stream_no, version) WHERE append_len > 1;
+ALTER TABLE events DROP CONSTRAINT events_stream_no_version_key;
+
+-- As in migration 3, with the append's length on its first event and 0 on the others.
+CREATE OR REPLACE FUNCTION galleon_append(
+    p_stream text, p_expected bigint,
+    p_ids uuid[], p_types text[], p_data json[], p_meta json[],
+    OUT status int, OUT actual bigint, OUT first_version bigint, OUT first_position bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    n bigint := cardinality(p_ids);
+    cur bigint;
+    sno bigint;
+    f_stream text;
+    f_version bigint;
+    f_position bigint;
+    matched bigint;
+    base bigint;
+BEGIN
+    SELECT e.stream_id, e.version, e.position INTO f_stream, f_version, f_position
+      FROM events e WHERE e.event_id = p_ids[1];
+    IF FOUND THEN
+        SELECT count(*) INTO matched
+          FROM unnest(p_ids) WITH ORDINALITY AS u(id, ord)
+          JOIN events e ON e.event_id = u.id
+         WHERE e.stream_id = p_stream
+           AND e.version = f_version + u.ord - 1
+           AND e.position = f_position + u.ord - 1;
+        IF f_stream = p_stream AND matched = n THEN
+            status := 1; first_version := f_version; first_position := f_position;
+        ELSE
+            status := 3;
+        END IF;
+        RETURN;
+    END IF;
+    LOOP
+        SELECT s.version, s.stream_no INTO cur, sno
+          FROM streams s WHERE s.stream_id = p_stream FOR UPDATE;
+        IF FOUND THEN
+            IF p_expected = -2 OR (p_expected >= 0 AND p_expected <> cur) THEN
+                status := 2; actual := cur; RETURN;
+            END IF;
+            UPDATE streams SET version = cur + n WHERE stream_id = p_stream;
+            EXIT;
+        END IF;
+        IF p_expected >= 0 OR p_expected = -3 THEN
+            status := 2; actual := NULL; RETURN;
+        END IF;
+        INSERT INTO streams (stream_id, version) VALUES (p_stream, n - 1)
+            ON CONFLICT DO NOTHING RETURNING streams.stream_no INTO sno;
+        IF FOUND THEN
+            cur := -1;
+            EXIT;
+        END IF;
+        -- A concurrent append created the stream and committed: look again.
+    END LOOP;
+    first_version := cur + 1;
+    base := (pg_current_xact_id()::text::bigint) << 16;
+    SELECT COALESCE(max(e.position) + 1, base) INTO first_position
+      FROM events e WHERE e.position >= base AND e.position < base + 65536;
+    IF first_position + n > base + 65536 THEN
+        RAISE EXCEPTION 'galleon_append: more than 65536 events in one transaction';
+    END IF;
+    INSERT INTO events
+        (position, stream_id, version, event_id, event_type, data, metadata, stream_no, append_len)
+    SELECT first_position + u.ord - 1, p_stream, cur + u.ord, u.id, u.t, u.d, u.m, sno,
+           CASE WHEN u.ord = 1 THEN n ELSE 0 END
+      FROM unnest(p_ids, p_types, p_data, p_meta) WITH ORDINALITY AS u(id, t, d, m, ord);
+    status := 0;
+END
+$fn$;
+"#,
 ];
 
 const SQL_APPEND: &str = "SELECT status, actual, first_version, first_position \
@@ -524,7 +609,7 @@ const SQL_APPEND_BATCH: &str = "SELECT status, actual, first_version, first_posi
 /// The events of a batch's accepted appends, in PostgreSQL's binary COPY format. COPY inserts
 /// them in bulk (one WAL record per heap page, no per-row executor work), measurably cheaper per
 /// event than `INSERT ... SELECT FROM unnest(...)`.
-const SQL_COPY_EVENTS: &str = "COPY events (position, stream_no, stream_id, version, event_id, event_type, data, metadata) \
+const SQL_COPY_EVENTS: &str = "COPY events (position, stream_no, stream_id, version, event_id, event_type, data, metadata, append_len) \
      FROM STDIN (FORMAT binary)";
 
 /// Writer tasks, each with its own queue. An append goes to the writer that has appends of its
@@ -553,15 +638,64 @@ const _: () = assert!(crate::types::MAX_APPEND_EVENTS <= MAX_BATCH_EVENTS);
 /// that the server starts inserting while the rest is still being encoded.
 const COPY_CHUNK_BYTES: usize = 256 * 1024;
 
-// Stream reads send `NULL` for `stream_id` (the caller knows it), keeping the column layout of
+// Stream reads (schema version 4). Only the first event of each append, its head, is in the
+// stream index (`events_stream_heads`, partial: `append_len > 0`; heads of appends of two or more
+// events are also in `events_stream_multi`, `append_len > 1`). The rest of an append is found by
+// position, as an append's events have consecutive versions *and* consecutive positions. A read
+// of the window of versions `[$2, $2 + $3)` is: the heads inside it, read as they are (a stream
+// of one-event appends is one index range, as before version 4); and, for each longer append
+// overlapping the window (the last head at or before its start, and the multi-event heads
+// inside it), the position range of its other events inside the window. Exactly the window's
+// rows are read; they come back grouped, and `read_stream` puts them in version order.
+// `NULL` is sent for `stream_id` (the caller knows it), keeping the column layout of
 // `row_to_event` without shipping and allocating the name once per row.
-const SQL_READ_FORWARD: &str = "SELECT position, NULL::text, version, event_id, event_type, data, metadata \
-     FROM events WHERE stream_no = (SELECT s.stream_no FROM streams s WHERE s.stream_id = $1) \
-       AND version >= $2 ORDER BY version LIMIT $3";
+// $1 stream, $2 first version wanted, $3 most events.
+const SQL_READ_FORWARD: &str = "WITH s AS (SELECT stream_no FROM streams WHERE stream_id = $1) \
+     SELECT e.position, NULL::text, e.version, e.event_id, e.event_type, e.data, e.metadata \
+       FROM events e \
+      WHERE e.stream_no = (SELECT stream_no FROM s) AND e.append_len > 0 \
+        AND e.version >= $2 AND e.version < $2 + $3 \
+     UNION ALL \
+     SELECT e.position, NULL::text, e.version, e.event_id, e.event_type, e.data, e.metadata \
+       FROM ((SELECT h.position, h.version, h.append_len FROM events h \
+               WHERE h.stream_no = (SELECT stream_no FROM s) AND h.append_len > 0 \
+                 AND h.version <= $2 \
+               ORDER BY h.version DESC LIMIT 1) \
+             UNION ALL \
+             (SELECT h.position, h.version, h.append_len FROM events h \
+               WHERE h.stream_no = (SELECT stream_no FROM s) AND h.append_len > 1 \
+                 AND h.version > $2 AND h.version < $2 + $3)) h \
+      CROSS JOIN LATERAL ( \
+            SELECT * FROM events e \
+             WHERE e.position >= h.position + GREATEST($2 - h.version, 1) \
+               AND e.position < h.position + LEAST(h.append_len, $2 + $3 - h.version) \
+             ORDER BY e.position LIMIT $3) e \
+      WHERE h.append_len > 1";
 
-const SQL_READ_BACKWARD: &str = "SELECT position, NULL::text, version, event_id, event_type, data, metadata \
-     FROM events WHERE stream_no = (SELECT s.stream_no FROM streams s WHERE s.stream_id = $1) \
-       AND version <= $2 ORDER BY version DESC LIMIT $3";
+// As forward, over the window `[low, top]`: `top` is the stream's last version or $2, whichever
+// is lower, and `low` is `top - $3 + 1`. $1 stream, $2 last version wanted, $3 most events.
+const SQL_READ_BACKWARD: &str = "WITH s AS (SELECT stream_no, LEAST(version, $2) - $3 + 1 AS low, LEAST(version, $2) AS top \
+                FROM streams WHERE stream_id = $1) \
+     SELECT e.position, NULL::text, e.version, e.event_id, e.event_type, e.data, e.metadata \
+       FROM events e \
+      WHERE e.stream_no = (SELECT stream_no FROM s) AND e.append_len > 0 \
+        AND e.version >= (SELECT low FROM s) AND e.version <= (SELECT top FROM s) \
+     UNION ALL \
+     SELECT e.position, NULL::text, e.version, e.event_id, e.event_type, e.data, e.metadata \
+       FROM ((SELECT h.position, h.version, h.append_len FROM events h \
+               WHERE h.stream_no = (SELECT stream_no FROM s) AND h.append_len > 0 \
+                 AND h.version <= (SELECT low FROM s) \
+               ORDER BY h.version DESC LIMIT 1) \
+             UNION ALL \
+             (SELECT h.position, h.version, h.append_len FROM events h \
+               WHERE h.stream_no = (SELECT stream_no FROM s) AND h.append_len > 1 \
+                 AND h.version > (SELECT low FROM s) AND h.version <= (SELECT top FROM s))) h \
+      CROSS JOIN s CROSS JOIN LATERAL ( \
+            SELECT * FROM events e \
+             WHERE e.position >= h.position + GREATEST(s.low - h.version, 1) \
+               AND e.position < h.position + LEAST(h.append_len, s.top + 1 - h.version) \
+             ORDER BY e.position LIMIT $3) e \
+      WHERE h.append_len > 1";
 
 /// `$all` is read only below the oldest transaction still running: everything under that line
 /// is final, so a later read never finds an event behind one already returned.
@@ -735,14 +869,22 @@ impl PgStore {
                     url: url.to_owned(),
                     reason: e.to_string(),
                 })?;
+        // Session settings of every connection, after any the URL carries. Generic plans: the
+        // stream reads are planned once per connection, not at every call (PostgreSQL keeps
+        // re-planning a statement whose generic plan it estimates dearer than its custom ones:
+        // 0.2-0.4 ms of planning for a 0.1 ms read); every statement here is a key lookup or
+        // a range on a key, for which the generic plan is the plan.
+        let mut options = config.get_options().unwrap_or_default().to_owned();
+        options.push_str(" -c plan_cache_mode=force_generic_plan");
         if let Some(schema) = &opts.schema {
             if !valid_schema(schema) {
                 return Err(Error::InvalidInput(format!(
                     "schema name {schema:?} must be 1-63 characters of a-z, 0-9 and _, not starting with a digit"
                 )));
             }
-            config.options(format!("-c search_path={schema}"));
+            options.push_str(&format!(" -c search_path={schema}"));
         }
+        config.options(options.trim_start());
         if let Some(app) = &opts.application_name {
             config.application_name(app);
         }
@@ -861,9 +1003,11 @@ impl PgStore {
             Direction::Forward => SQL_READ_FORWARD,
             Direction::Backward => SQL_READ_BACKWARD,
         };
-        let from = from_version.min(i64::MAX as u64) as i64;
+        // Bounded so that `from + max` (forward) and `top - max` (backward) cannot overflow.
+        let from = from_version.min(MAX_READ_VERSION) as i64;
+        let limit = max.min(MAX_READ_EVENTS) as i64;
         let rows = self
-            .query_with_retry(sql, &[&stream, &from, &(max as i64)])
+            .query_with_retry(sql, &[&stream, &from, &limit])
             .await?;
         if rows.is_empty() {
             let exists = self
@@ -873,7 +1017,18 @@ impl PgStore {
                 return Err(Error::StreamNotFound(stream.to_owned()));
             }
         }
-        rows.iter().map(|r| row_to_event(r, Some(stream))).collect()
+        let mut events = rows
+            .iter()
+            .map(|r| row_to_event(r, Some(stream)))
+            .collect::<Result<Vec<_>>>()?;
+        // The rows come grouped by append (see `SQL_READ_FORWARD`); at most `max` of them.
+        match direction {
+            Direction::Forward => events.sort_unstable_by_key(|e| e.version),
+            Direction::Backward => events.sort_unstable_by_key(|e| std::cmp::Reverse(e.version)),
+        }
+        events.truncate(max);
+        check_consecutive(stream, &events, from_version, direction)?;
+        Ok(events)
     }
 
     pub(crate) async fn read_all(
@@ -1174,8 +1329,8 @@ async fn try_batch(pool: &Pool, batch: &[PendingAppend]) -> Result<Vec<Option<Ou
             ));
         }
         // In position order (the function numbers the appends grouped by stream): each
-        // insert into the primary key then lands at its right end, and consecutive inserts into
-        // the `(stream_id, version)` index land on the same leaf pages.
+        // insert into the primary key then lands at its right end. Each append's first row
+        // carries its length, and only that row enters the stream indexes (schema version 4).
         accepted.sort_unstable_by_key(|&(_, _, fp, _)| fp);
         if !accepted.is_empty() {
             let sink = tx.copy_in::<_, bytes::Bytes>(&copy).await?;
@@ -1185,8 +1340,19 @@ async fn try_batch(pool: &Pool, batch: &[PendingAppend]) -> Result<Vec<Option<Ou
             buf.extend_from_slice(&0i32.to_be_bytes()); // flags
             buf.extend_from_slice(&0i32.to_be_bytes()); // header extension
             for (p, fv, fp, sno) in accepted {
+                // The append's length on its first event, 0 on the rest (schema version 4).
+                let len = i16::try_from(p.events.len()).expect("MAX_APPEND_EVENTS fits i16");
                 for (i, e) in p.events.iter().enumerate() {
-                    copy_row(&mut buf, fp + i as i64, sno, &p.stream, fv + i as i64, e);
+                    let append_len = if i == 0 { len } else { 0 };
+                    copy_row(
+                        &mut buf,
+                        fp + i as i64,
+                        sno,
+                        &p.stream,
+                        fv + i as i64,
+                        e,
+                        append_len,
+                    );
                     if buf.len() >= COPY_CHUNK_BYTES {
                         sink.send(buf.split().freeze()).await?;
                     }
@@ -1223,12 +1389,13 @@ fn copy_row(
     stream: &str,
     version: i64,
     e: &EventData,
+    append_len: i16,
 ) {
     fn field(buf: &mut bytes::BytesMut, bytes: &[u8]) {
         buf.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
         buf.extend_from_slice(bytes);
     }
-    buf.extend_from_slice(&8i16.to_be_bytes());
+    buf.extend_from_slice(&9i16.to_be_bytes());
     field(buf, &position.to_be_bytes());
     field(buf, &stream_no.to_be_bytes());
     field(buf, stream.as_bytes());
@@ -1237,6 +1404,46 @@ fn copy_row(
     field(buf, e.event_type.as_bytes());
     field(buf, e.data.get().as_bytes());
     field(buf, e.metadata.get().as_bytes());
+    field(buf, &append_len.to_be_bytes());
+}
+
+/// Largest first version a stream read asks PostgreSQL for: far above any real version, and
+/// leaves room for adding [`MAX_READ_EVENTS`] without overflowing a `bigint`.
+const MAX_READ_VERSION: u64 = 1 << 62;
+
+/// Most events one stream read asks for (callers with a larger `max` get at most this many).
+const MAX_READ_EVENTS: usize = 1 << 31;
+
+/// A stream read returns consecutive versions, starting at or after `from` (forward) or at or
+/// before it (backward). The stream index holds only the first event of each append since schema
+/// version 4 (the rest are found by position), so this is checked on every read: a stored append
+/// whose head disagrees with its events is reported, never returned as a gap or a repeat.
+fn check_consecutive(
+    stream: &str,
+    events: &[RecordedEvent],
+    from: u64,
+    direction: Direction,
+) -> Result<()> {
+    let mut expected: Option<u64> = None;
+    for e in events {
+        let ok = match (expected, direction) {
+            (Some(v), _) => e.version == v,
+            (None, Direction::Forward) => e.version >= from,
+            (None, Direction::Backward) => e.version <= from,
+        };
+        if !ok {
+            return Err(Error::Corrupt(format!(
+                "stream {stream:?}: read returned version {} where {} was due",
+                e.version,
+                expected.map_or_else(|| format!("a version from {from}"), |v| v.to_string())
+            )));
+        }
+        expected = Some(match direction {
+            Direction::Forward => e.version + 1,
+            Direction::Backward => e.version.wrapping_sub(1),
+        });
+    }
+    Ok(())
 }
 
 /// Is this error the connection's, not the statement's? Then the connection is useless.
@@ -1508,8 +1715,8 @@ mod tests {
     fn sql_uses_the_position_shift() {
         let shift = format!("<< {POSITION_SHIFT}");
         let per_txn = format!("{}", 1u64 << POSITION_SHIFT);
-        // Migration 3 replaces both functions of 1 and 2.
-        for (m, functions) in [(0, 1), (1, 1), (2, 2)] {
+        // Migration 3 replaces both functions of 1 and 2; migration 4 `galleon_append` again.
+        for (m, functions) in [(0, 1), (1, 1), (2, 2), (3, 1)] {
             assert!(
                 MIGRATIONS[m].matches(&shift).count() >= functions,
                 "migration {m}"
@@ -1524,17 +1731,18 @@ mod tests {
         assert!(SQL_READ_ALL.contains(&shift));
     }
 
-    /// Schemas of versions 1 and 2, built by the real migrations and holding events written by
+    /// Schemas of versions 1, 2 and 3, built by the real migrations and holding events written by
     /// their own functions, are upgraded in place when a store opens them: every stream gets a
-    /// number, every event its stream's, and the store reads, appends (alone and group-committed)
-    /// and checks expected versions across the old and new data.
+    /// number, every event its stream's, old events read as appends of one event each, and the
+    /// store reads, appends (alone and group-committed) and checks expected versions across the
+    /// old and new data.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn upgrades_version_1_and_2_schemas_in_place() {
+    async fn upgrades_version_1_2_and_3_schemas_in_place() {
         let Ok(url) = std::env::var("DATABASE_URL") else {
             eprintln!("\n*** SKIPPED: PostgreSQL upgrade test, DATABASE_URL is not set ***\n");
             return;
         };
-        for old in [1, 2] {
+        for old in [1, 2, 3] {
             let schema = format!("galleon_test_{}", uuid::Uuid::new_v4().simple());
             let result = upgrade_from(&url, &schema, old).await;
             let (admin, conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
@@ -1617,9 +1825,38 @@ mod tests {
             .iter()
             .map(|r| r.get(0))
             .collect();
+        assert_eq!(constraints, ["events_event_id_key"]);
+        // Version 4: the stream index is unique over the first events of appends only.
+        let index: String = raw
+            .query_one(
+                "SELECT pg_get_indexdef('events_stream_heads'::regclass)",
+                &[],
+            )
+            .await?
+            .get(0);
+        assert!(
+            index.contains("UNIQUE")
+                && index.contains("(stream_no, version) WHERE (append_len > 0)"),
+            "{index}"
+        );
+        let multi: String = raw
+            .query_one(
+                "SELECT pg_get_indexdef('events_stream_multi'::regclass)",
+                &[],
+            )
+            .await?
+            .get(0);
+        assert!(
+            multi.contains("(stream_no, version) WHERE (append_len > 1)"),
+            "{multi}"
+        );
+        let old_heads: i64 = raw
+            .query_one("SELECT count(*) FROM events WHERE append_len = 1", &[])
+            .await?
+            .get(0);
         assert_eq!(
-            constraints,
-            ["events_event_id_key", "events_stream_no_version_key"]
+            old_heads, 5,
+            "events stored before version 4 are heads of their own"
         );
 
         // Old data reads as before; appends continue its versions and respect expectations.
@@ -1679,6 +1916,26 @@ mod tests {
         assert_eq!(
             places, 0,
             "stream numbers and names identify the same streams"
+        );
+        // One head per append since the upgrade (1 + 19 + 1 appends of 2 or 3 events), carrying
+        // the append's length; the old events are heads of 1.
+        let heads: Vec<(i16, i64)> = raw
+            .query(
+                "SELECT append_len, count(*) FROM events WHERE append_len > 0 \
+                 GROUP BY 1 ORDER BY 1",
+                &[],
+            )
+            .await?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        assert_eq!(heads, [(1, 5), (2, 1), (3, 20)]);
+        let back = store
+            .read_stream("old-b", u64::MAX, 4, Direction::Backward)
+            .await?;
+        assert_eq!(
+            back.iter().map(|e| e.version).collect::<Vec<_>>(),
+            [4, 3, 2, 1]
         );
         Ok(())
     }
