@@ -754,7 +754,9 @@ struct Router {
 
 impl Router {
     /// Picks the writer for an append of `stream` and counts the append in its `busy`; `true`
-    /// with it when nothing else of that writer was queued or running.
+    /// with it when no writer had anything queued or running: then the caller runs the append
+    /// itself. Under concurrency every append queues, so a burst goes in batches (COPY) and none
+    /// through `galleon_append`'s slower per-row insert (10 writers: 6.9-7.4 ms vs 7.1-8.2 ms).
     fn route(self: &Arc<Self>, stream: &str, writers: &[Writer]) -> (usize, bool, RouteGuard) {
         let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
         let w = match streams.get_mut(stream) {
@@ -770,7 +772,11 @@ impl Router {
                 w
             }
         };
-        let idle = writers[w].busy.fetch_add(1, Ordering::AcqRel) == 0;
+        let idle = writers[w].busy.fetch_add(1, Ordering::AcqRel) == 0
+            && writers
+                .iter()
+                .enumerate()
+                .all(|(i, other)| i == w || other.busy.load(Ordering::Acquire) == 0);
         let guard = RouteGuard {
             router: self.clone(),
             stream: stream.to_owned(),
@@ -805,8 +811,8 @@ impl Drop for RouteGuard {
 struct Writer {
     queue: mpsc::Sender<PendingAppend>,
     /// Appends of this writer's streams queued or in flight, including ones run directly by
-    /// their caller. An append that finds 0 runs at once in its caller's task: a lone writer
-    /// pays no hand-over to the writer task and back.
+    /// their caller. An append that finds 0 here and in every other writer runs at once in its
+    /// caller's task: a lone writer pays no hand-over to the writer task and back.
     busy: Arc<AtomicUsize>,
     /// Held by whichever transaction of this writer runs: an append run directly by its caller,
     /// or the writer task's batch. One at a time, so appends that queue behind a direct one wait
@@ -2015,7 +2021,10 @@ mod tests {
             idle += usize::from(was_idle);
             guards.push(g);
         }
-        assert_eq!(idle, 4, "the first append of each writer finds it idle");
+        assert_eq!(
+            idle, 1,
+            "only an append that finds every writer idle runs directly; the rest queue"
+        );
         let busy: Vec<usize> = writers
             .iter()
             .map(|w| w.busy.load(Ordering::Acquire))
