@@ -619,9 +619,20 @@ const SQL_COPY_EVENTS: &str = "COPY events (position, stream_no, stream_id, vers
 /// stream name, as before, gave the 4 writers of the bench's 100 appends anywhere from ~15 to
 /// ~31 appends each, and the busiest one set the wall time). Each writer runs one transaction at
 /// a time (a direct append or a batch), so this is also the number of server backends appending
-/// at once: enough to keep 2 cores busy while another batch waits for its commit flush or its
-/// bytes. 2, 3 and 4 measured the same within noise on 2 cores (DESIGN-NOTES.md).
-const WRITERS: usize = 4;
+/// at once. A batch keeps one server core busy copying rows, and fewer writers make bigger
+/// batches (the fixed cost of a batch, ~1 ms of server CPU, spreads over more events): one
+/// writer per core, at least 2, at most [`MAX_WRITERS`]. On the 2-core development VM, 2 writers
+/// against 4: 100 concurrent appends 37.4-40.0 ms vs 39.3-42.2 ms (5 interleaved bench pairs),
+/// 10 concurrent appends 7.0-7.6 ms vs 6.4-7.2 ms; with the WAL writer woken during batches
+/// ([`WAL_NUDGE_INTERVAL`]) no extra writer is needed to overlap commit flushes.
+fn writer_count() -> usize {
+    std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(2, MAX_WRITERS)
+}
+
+/// Most writer tasks (and backends appending at once) of one store, whatever the core count.
+const MAX_WRITERS: usize = 16;
 
 /// Most appends one writer puts in one transaction. Bounds the latency one batch adds to the
 /// appends queued behind it.
@@ -722,7 +733,7 @@ struct Inner {
     pool: Pool,
     /// Bumped after each local append and each NOTIFY received; subscribers wait on it.
     wake: Arc<watch::Sender<u64>>,
-    /// The writers ([`WRITERS`]); a writer task ends when its queue is dropped.
+    /// The writers ([`writer_count`]); a writer task ends when its queue is dropped.
     writers: Vec<Writer>,
     router: Arc<Router>,
     shared: WriterShared,
@@ -923,7 +934,7 @@ impl PgStore {
             appended: Arc::new(appended),
             batches: Arc::new(batches),
         };
-        let writers = (0..WRITERS)
+        let writers = (0..writer_count())
             .map(|_| {
                 let (queue, rx) = mpsc::channel(MAX_BATCH_APPENDS);
                 let busy = Arc::new(AtomicUsize::new(0));
