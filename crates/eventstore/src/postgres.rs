@@ -1981,14 +1981,20 @@ mod tests {
                 )
                 .await
                 .unwrap()
-                .map(|r| (r.get::<_, String>(0), r.get::<_, std::time::SystemTime>(1)))
+                // A connection that has run no query yet has no `query_start`.
+                .map(|r| {
+                    (
+                        r.get::<_, String>(0),
+                        r.get::<_, Option<std::time::SystemTime>>(1),
+                    )
+                })
         };
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(look().await.is_none(), "no connection before any batch");
         batches.send_replace(1);
         let mut seen = None;
         for _ in 0..100 {
-            if let Some((query, at)) = look().await
+            if let Some((query, Some(at))) = look().await
                 && query.contains("pg_current_xact_id")
             {
                 seen = Some(at);
@@ -1999,7 +2005,10 @@ mod tests {
         let first = seen.expect("a nudge within 2 s of a batch starting");
         tokio::time::sleep(Duration::from_millis(100)).await;
         let (_, later) = look().await.expect("the nudge connection stays open");
-        assert!(later > first, "nudges repeat while the batch is written");
+        assert!(
+            later > Some(first),
+            "nudges repeat while the batch is written"
+        );
         batches.send_replace(0);
         tokio::time::sleep(Duration::from_millis(100)).await;
         let (_, stopped) = look()
