@@ -1022,7 +1022,7 @@ impl PgStore {
         };
         // Bounded so that `from + max` (forward) and `top - max` (backward) cannot overflow.
         let from = from_version.min(MAX_READ_VERSION) as i64;
-        let limit = max.min(MAX_READ_EVENTS) as i64;
+        let limit = max.min(crate::MAX_READ_EVENTS) as i64;
         let rows = self
             .query_with_retry(sql, &[&stream, &from, &limit])
             .await?;
@@ -1425,11 +1425,9 @@ fn copy_row(
 }
 
 /// Largest first version a stream read asks PostgreSQL for: far above any real version, and
-/// leaves room for adding [`MAX_READ_EVENTS`] without overflowing a `bigint`.
+/// leaves room for adding [`crate::MAX_READ_EVENTS`] (the most one read returns; `Store` clamps
+/// to it too) without overflowing a `bigint`.
 const MAX_READ_VERSION: u64 = 1 << 62;
-
-/// Most events one stream read asks for (callers with a larger `max` get at most this many).
-const MAX_READ_EVENTS: usize = 1 << 31;
 
 /// A stream read returns consecutive versions, starting at or after `from` (forward) or at or
 /// before it (backward). The stream index holds only the first event of each append since schema
