@@ -53,8 +53,8 @@ const NOTIFY_MIN_INTERVAL: Duration = Duration::from_millis(10);
 /// it), so the commits that end a burst each waited for one large `fdatasync`. Woken every 2 ms,
 /// the WAL writer flushes in the background while the batches are still being copied (it
 /// flushes once `wal_writer_flush_after`, 1 MB, has been written), and a commit waits for the
-/// rest only. 100 concurrent appends of 100 events: 42.7-48.5 ms vs 45.8-52.0 ms without
-/// (3 interleaved pairs, 25 rounds each, DESIGN-NOTES.md).
+/// rest only. Bench, 100 concurrent appends of 100 events: 44.2-44.7 ms vs 46.9-48.2 ms without
+/// (3 interleaved pairs, DESIGN-NOTES.md).
 const WAL_NUDGE_INTERVAL: Duration = Duration::from_millis(2);
 
 /// First wait before reconnecting the LISTEN connection; doubled per failure up to
@@ -840,6 +840,23 @@ impl Drop for BusyGuard {
     }
 }
 
+/// Counts a group-commit batch in `WriterShared::batches` while it lives, so the count drops
+/// even if the batch's future unwinds.
+struct BatchGuard<'a>(&'a watch::Sender<usize>);
+
+impl<'a> BatchGuard<'a> {
+    fn new(batches: &'a watch::Sender<usize>) -> Self {
+        batches.send_modify(|n| *n += 1);
+        BatchGuard(batches)
+    }
+}
+
+impl Drop for BatchGuard<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
+}
+
 /// What a writer task shares with the store.
 #[derive(Clone)]
 struct WriterShared {
@@ -1139,10 +1156,8 @@ async fn writer_loop(
             let result = append_single(&shared.pool, &p).await;
             vec![(p.reply, result)]
         } else {
-            shared.batches.send_modify(|n| *n += 1);
-            let answers = append_batch(&shared.pool, batch).await;
-            shared.batches.send_modify(|n| *n -= 1);
-            answers
+            let _writing = BatchGuard::new(&shared.batches);
+            append_batch(&shared.pool, batch).await
         };
         // Subscribers are woken before the callers learn of their appends, as with a direct one.
         if answers.iter().any(|(_, r)| matches!(r, Ok((_, true)))) {
