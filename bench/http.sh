@@ -3,6 +3,8 @@
 #
 #   bench/http.sh                 # 5 s per row, 3 rounds (about 4 minutes in all)
 #   DUR=10 ROUNDS=5 bench/http.sh # longer
+#   BASELINE=/path/to/older/galleon bench/http.sh   # adds that build as a "baseline" row
+#   TARGETS="/blah?iters=10" DOOM=0 bench/http.sh    # only some rows, no /doom download
 #
 # Rows (wrk -t2 -c50, DUR seconds each, 127.0.0.1 only; every row run ROUNDS times round-robin,
 # the median shown):
@@ -10,7 +12,9 @@
 #   - galleon under each write policy, rendering every request: `default` is the server's own
 #     policy (requests as hyper gets them), `flatten` and `vectored` are picked per request with
 #     the x-galleon-write-policy header;
-#   - hyper-peer (bench/peers/hyper-peer): hyper 1.x holding galleon's exact bytes pre-flattened;
+#   - hyper-peer (bench/peers/hyper-peer): hyper 1.x holding galleon's exact bytes pre-flattened,
+#     one process per page so it answers without even a lookup, with the same headers
+#     (content-type, content-length, date) and TCP_NODELAY like galleon;
 #   - beam_peer (bench/peers/beam_peer.erl): the Erlang VM sending the same templates as I/O lists
 #     of module literals.
 # Then /doom?iters=10000000 (3.01 GB) downloaded once with curl from a fresh galleon, a fresh BEAM
@@ -27,9 +31,13 @@ DOOM_ITERS=${DOOM_ITERS:-10000000}
 DOOM_ROUNDS=${DOOM_ROUNDS:-2}
 # Ports for the run; all on 127.0.0.1.
 P_GALLEON=${P_GALLEON:-4101}
-P_HYPER=${P_HYPER:-4102}
 P_BEAM=${P_BEAM:-4103}
 P_RAW=${P_RAW:-4104}
+P_BASE=${P_BASE:-4105}
+# hyper-peer i (one per target) listens on P_HYPER_FIRST + i.
+P_HYPER_FIRST=${P_HYPER_FIRST:-4110}
+BASELINE=${BASELINE:-}
+DOOM=${DOOM:-1}
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -76,26 +84,39 @@ start_beam() {
     wait_port "$P_BEAM"
 }
 
-TARGETS=("/blah?iters=1000" "/blah-split?iters=1000" "/blah?iters=10")
+if [ -n "${TARGETS:-}" ]; then
+    read -r -a TARGETS <<<"$TARGETS"
+else
+    TARGETS=("/blah?iters=1000" "/blah-split?iters=1000" "/blah?iters=10")
+fi
+
+start_baseline() {
+    "$BASELINE" serve --addr "127.0.0.1:$P_BASE" --trace-endpoint off --events off 2>"$TMP/baseline.log" &
+    BASE_PID=$!
+    PIDS+=("$BASE_PID")
+    wait_port "$P_BASE"
+}
 
 start_galleon
 # The peers get galleon's exact bytes.
-HYPER_ARGS=()
+HYPER_PIDS=()
 i=0
 for t in "${TARGETS[@]}"; do
     curl -sf "http://127.0.0.1:$P_GALLEON$t" -o "$TMP/body$i"
-    HYPER_ARGS+=("$t=$TMP/body$i")
+    "$PEERS/hyper-peer" "127.0.0.1:$((P_HYPER_FIRST + i))" "$TMP/body$i" 2>"$TMP/hyper$i.log" &
+    HYPER_PIDS+=($!)
+    PIDS+=($!)
     i=$((i + 1))
 done
-"$PEERS/hyper-peer" "127.0.0.1:$P_HYPER" "${HYPER_ARGS[@]}" 2>"$TMP/hyper.log" &
-HYPER_PID=$!
-PIDS+=("$HYPER_PID")
 start_beam
-wait_port "$P_HYPER"
+[ -n "$BASELINE" ] && start_baseline
+for i in "${!TARGETS[@]}"; do wait_port "$((P_HYPER_FIRST + i))"; done
 
 i=0
 for t in "${TARGETS[@]}"; do
-    for p in "$P_HYPER" "$P_BEAM"; do
+    ports=("$((P_HYPER_FIRST + i))" "$P_BEAM")
+    [ -n "$BASELINE" ] && ports+=("$P_BASE")
+    for p in "${ports[@]}"; do
         curl -sf "http://127.0.0.1:$p$t" -o "$TMP/check"
         cmp -s "$TMP/check" "$TMP/body$i" || {
             echo "bench/http.sh: port $p serves different bytes for $t" >&2
@@ -142,9 +163,11 @@ echo "== wrk -t$THREADS -c$CONNS -d${DUR}s per row, $ROUNDS rounds, $(nproc) cor
 # Rows run round-robin, ROUNDS times, and the table shows each row's median: on a shared machine
 # the background load drifts, and interleaving spreads the drift over every server alike.
 SERVERS=("galleon default" "galleon flatten" "galleon vectored" hyper beam)
+[ -n "$BASELINE" ] && SERVERS=("galleon default" baseline "galleon flatten" "galleon vectored" hyper beam)
 declare -A RPS=() MBS=() CPU=()
 for round in $(seq 1 "$ROUNDS"); do
-    for t in "${TARGETS[@]}"; do
+    for ti in "${!TARGETS[@]}"; do
+        t=${TARGETS[$ti]}
         for s in "${SERVERS[@]}"; do
             case $s in
             # The default row sends what a browser sends, no policy header: the same request
@@ -152,7 +175,8 @@ for round in $(seq 1 "$ROUNDS"); do
             # header the server then parsed, looked up and acted on, which hyper never saw).
             "galleon default") read -r rps mbs cpu errs < <(run_wrk "$GALLEON_PID" "http://127.0.0.1:$P_GALLEON$t") ;;
             galleon*) read -r rps mbs cpu errs < <(run_wrk "$GALLEON_PID" "http://127.0.0.1:$P_GALLEON$t" "x-galleon-write-policy: ${s#galleon }") ;;
-            hyper) read -r rps mbs cpu errs < <(run_wrk "$HYPER_PID" "http://127.0.0.1:$P_HYPER$t") ;;
+            baseline) read -r rps mbs cpu errs < <(run_wrk "$BASE_PID" "http://127.0.0.1:$P_BASE$t") ;;
+            hyper) read -r rps mbs cpu errs < <(run_wrk "${HYPER_PIDS[$ti]}" "http://127.0.0.1:$((P_HYPER_FIRST + ti))$t") ;;
             beam) read -r rps mbs cpu errs < <(run_wrk "$BEAM_PID" "http://127.0.0.1:$P_BEAM$t") ;;
             esac
             [ -n "${errs:-}" ] && echo "  round $round, $s, $t: $errs" >&2
@@ -210,8 +234,9 @@ doom_row() { # name pid port [policy]
         'BEGIN { printf "%-24s %-18s %8.2f s %10.1f MB/s  %s, %d bytes\n", "/doom?iters=" it, n, t, sz / t / 1048576, r, sz }'
 }
 
-kill "$GALLEON_PID" "$BEAM_PID" "$HYPER_PID" 2>/dev/null || true
-wait "$GALLEON_PID" "$BEAM_PID" "$HYPER_PID" 2>/dev/null || true
+kill "$GALLEON_PID" "$BEAM_PID" "${HYPER_PIDS[@]}" ${BASE_PID:-} 2>/dev/null || true
+wait "$GALLEON_PID" "$BEAM_PID" "${HYPER_PIDS[@]}" ${BASE_PID:-} 2>/dev/null || true
+[ "$DOOM" = 0 ] && exit 0
 # The doom block, 301 bytes: one iteration as galleon renders it.
 start_galleon
 curl -sf "http://127.0.0.1:$P_GALLEON/doom?iters=1" -o "$TMP/doom1"

@@ -1,14 +1,30 @@
-//! The HTTP face of the store, independent of any HTTP server: a request goes in as
-//! [`ApiRequest`] (borrowed method, path, query, header value and body), a response comes out
-//! as [`ApiResponse`] (status, content type, JSON body). `GET /all/subscribe` streams, so the
-//! server drives it with [`subscribe_from`], [`crate::Store::subscribe_all`] and [`sse_frame`].
+//! The HTTP face of the store, independent of any HTTP server: one function per route, called by
+//! the server's router with the parameters it has already decoded (the stream id, the query's
+//! pairs, the `ES-Expected-Version` header, the body), answering an [`ApiResponse`] (status,
+//! content type, JSON body). `GET /all/subscribe` streams, so the server drives it with
+//! [`subscribe_from`], [`crate::Store::subscribe_all`] and [`sse_frame`].
 //!
-//! | route                                   | answer                                              |
-//! |-----------------------------------------|-----------------------------------------------------|
-//! | `POST /streams/{id}`                    | 201 positions; 409 conflict; 400 bad JSON or header |
-//! | `GET /streams/{id}?from=&limit=&direction=forward\|backward` | 200 events; 404 unknown stream |
-//! | `GET /all?from=&limit=`                 | 200 events of `$all`                                |
-//! | `GET /all/subscribe?from=`              | not handled here (`handle` returns `None`)          |
+//! | route                                   | function         | answer                                   |
+//! |-----------------------------------------|------------------|------------------------------------------|
+//! | `POST /streams/{id}`                    | [`append`]       | 201 positions; 409 conflict; 400 bad JSON or header |
+//! | `GET /streams/{id}?from=&limit=&direction=forward\|backward` | [`read_stream`] | 200 events; 404 unknown stream |
+//! | `GET /all?from=&limit=`                 | [`read_all`]     | 200 events of `$all`                     |
+//! | `GET /all/subscribe?from=`              | [`subscribe_from`] | where the server's SSE stream starts   |
+//!
+//! # Examples
+//! ```
+//! use galleon_eventstore::{Store, api};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = Store::open(&format!("sqlite:{}", dir.path().join("e.db").display())).await.unwrap();
+//! let body = br#"[{"type":"Placed","data":{"n":1}}]"#;
+//! let r = api::append(&store, "order-1", Some("no_stream"), body).await;
+//! assert_eq!(r.status, 201);
+//! let r = api::read_stream(&store, "order-1", &[("limit", "10")]).await;
+//! assert_eq!(r.status, 200);
+//! # });
+//! ```
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -18,10 +34,6 @@ use uuid::Uuid;
 use crate::error::Error;
 use crate::store::Store;
 use crate::types::{Direction, EventData, ExpectedVersion, Json, RecordedEvent};
-
-/// Largest request body accepted by `POST /streams/{id}`, in bytes. A guess: 1 000 events
-/// ([`MAX_HTTP_APPEND_EVENTS`]) of a few KB each.
-pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 /// Most events one `POST /streams/{id}` may carry. A guess, one tenth of the store's own
 /// [`crate::MAX_APPEND_EVENTS`], so one HTTP request holds a stream's lock only briefly.
@@ -42,21 +54,6 @@ pub const SSE_CONTENT_TYPE: &str = "text/event-stream";
 
 /// Name of the header carrying the expected version of an append.
 pub const EXPECTED_VERSION_HEADER: &str = "ES-Expected-Version";
-
-/// An HTTP request, reduced to what the event-store routes need.
-#[derive(Debug, Clone, Copy)]
-pub struct ApiRequest<'a> {
-    /// `GET`, `POST`, ...
-    pub method: &'a str,
-    /// The path without the query, e.g. `/streams/order-1`.
-    pub path: &'a str,
-    /// The query string without `?`, if any.
-    pub query: Option<&'a str>,
-    /// The value of the `ES-Expected-Version` header, if present.
-    pub expected_version: Option<&'a str>,
-    /// The request body.
-    pub body: &'a [u8],
-}
 
 /// An HTTP response: status, content type and a complete body.
 #[derive(Debug, Clone)]
@@ -127,38 +124,6 @@ impl ApiResponse {
     }
 }
 
-/// Answers an event-store request, or `None` when the path is not one of the event-store
-/// routes (`/streams/...`, `/all`) so the caller can route it elsewhere. `GET /all/subscribe`
-/// also gives `None`: see [`subscribe_from`].
-pub async fn handle(store: &Store, req: ApiRequest<'_>) -> Option<ApiResponse> {
-    if req.path == "/all" {
-        return Some(match req.method {
-            "GET" => read_all(store, req.query).await,
-            _ => method_not_allowed("GET"),
-        });
-    }
-    let encoded = req.path.strip_prefix("/streams/")?;
-    let stream = match percent_decode(encoded) {
-        Ok(s) if !s.is_empty() && !s.contains('/') => s,
-        Ok(_) => {
-            return Some(ApiResponse::error(
-                404,
-                "no such route: the stream id is missing or contains `/`",
-            ));
-        }
-        Err(msg) => return Some(ApiResponse::error(400, &format!("stream id: {msg}"))),
-    };
-    Some(match req.method {
-        "POST" => append(store, &stream, req).await,
-        "GET" => read_stream(store, &stream, req.query).await,
-        _ => method_not_allowed("GET, POST"),
-    })
-}
-
-fn method_not_allowed(allowed: &str) -> ApiResponse {
-    ApiResponse::error(405, &format!("method not allowed; allowed: {allowed}"))
-}
-
 /// One event of a `POST /streams/{id}` body.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -179,8 +144,17 @@ struct AppendBody<'a> {
     last_position: u64,
 }
 
-async fn append(store: &Store, stream: &str, req: ApiRequest<'_>) -> ApiResponse {
-    let expected = match req.expected_version {
+/// `POST /streams/{stream}`: appends the body's events (a JSON array of `{"id"?, "type",
+/// "data", "metadata"?}`) under `expected_version` (the `ES-Expected-Version` header: `any`,
+/// `no_stream`, `stream_exists` or a version; absent means `any`). The body's size is the
+/// server's business (its request body limit), checked before the body was read.
+pub async fn append(
+    store: &Store,
+    stream: &str,
+    expected_version: Option<&str>,
+    body: &[u8],
+) -> ApiResponse {
+    let expected = match expected_version {
         None => ExpectedVersion::Any,
         Some(v) => match ExpectedVersion::parse(v) {
             Ok(v) => v,
@@ -194,16 +168,7 @@ async fn append(store: &Store, stream: &str, req: ApiRequest<'_>) -> ApiResponse
             }
         },
     };
-    if req.body.len() > MAX_BODY_BYTES {
-        return ApiResponse::error(
-            413,
-            &format!(
-                "request body is {} bytes, the limit is {MAX_BODY_BYTES}",
-                req.body.len()
-            ),
-        );
-    }
-    let parsed: Vec<NewEvent> = match serde_json::from_slice(req.body) {
+    let parsed: Vec<NewEvent> = match serde_json::from_slice(body) {
         Ok(v) => v,
         Err(e) => {
             return ApiResponse::error(
@@ -328,20 +293,21 @@ struct ReadQuery {
     direction: Direction,
 }
 
-fn parse_read_query(query: Option<&str>, allow_direction: bool) -> Result<ReadQuery, ApiResponse> {
+/// The read routes' query: `pairs` are the query's decoded `(key, value)` pairs, in order.
+fn parse_read_query(
+    pairs: &[(&str, &str)],
+    allow_direction: bool,
+) -> Result<ReadQuery, ApiResponse> {
     let mut q = ReadQuery {
         from: None,
         limit: DEFAULT_READ_LIMIT,
         direction: Direction::Forward,
     };
-    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let value = percent_decode(value)
-            .map_err(|m| ApiResponse::error(400, &format!("query {key}: {m}")))?;
+    for &(key, value) in pairs {
         match key {
-            "from" => q.from = Some(parse_number("from", &value)?),
+            "from" => q.from = Some(parse_number("from", value)?),
             "limit" => {
-                let n = parse_number("limit", &value)?;
+                let n = parse_number("limit", value)?;
                 if n == 0 || n > MAX_HTTP_READ_LIMIT as u64 {
                     return Err(ApiResponse::error(
                         400,
@@ -351,7 +317,7 @@ fn parse_read_query(query: Option<&str>, allow_direction: bool) -> Result<ReadQu
                 q.limit = n as usize;
             }
             "direction" if allow_direction => {
-                q.direction = match value.as_str() {
+                q.direction = match value {
                     "forward" => Direction::Forward,
                     "backward" => Direction::Backward,
                     other => {
@@ -373,16 +339,23 @@ fn parse_read_query(query: Option<&str>, allow_direction: bool) -> Result<ReadQu
     Ok(q)
 }
 
+/// Decimal digits only: Rust's `u64` parser also takes a leading `+`, which no client means.
 fn parse_number(name: &str, value: &str) -> Result<u64, ApiResponse> {
-    value.parse::<u64>().map_err(|_| {
-        ApiResponse::error(
-            400,
-            &format!("query {name}={value:?} is not a non-negative integer"),
-        )
-    })
+    let digits = !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit());
+    digits
+        .then(|| value.parse::<u64>().ok())
+        .flatten()
+        .ok_or_else(|| {
+            ApiResponse::error(
+                400,
+                &format!("query {name}={value:?} is not a non-negative integer"),
+            )
+        })
 }
 
-async fn read_stream(store: &Store, stream: &str, query: Option<&str>) -> ApiResponse {
+/// `GET /streams/{stream}?from=&limit=&direction=`: one page of the stream's events; `query`
+/// holds the decoded query pairs.
+pub async fn read_stream(store: &Store, stream: &str, query: &[(&str, &str)]) -> ApiResponse {
     let q = match parse_read_query(query, true) {
         Ok(q) => q,
         Err(r) => return r,
@@ -403,7 +376,8 @@ async fn read_stream(store: &Store, stream: &str, query: Option<&str>) -> ApiRes
     }
 }
 
-async fn read_all(store: &Store, query: Option<&str>) -> ApiResponse {
+/// `GET /all?from=&limit=`: one page of `$all`; `query` holds the decoded query pairs.
+pub async fn read_all(store: &Store, query: &[(&str, &str)]) -> ApiResponse {
     let q = match parse_read_query(query, false) {
         Ok(q) => q,
         Err(r) => return r,
@@ -422,7 +396,7 @@ async fn read_all(store: &Store, query: Option<&str>) -> ApiResponse {
 /// past the `Last-Event-ID` header of a reconnecting `EventSource` (its value is the `id:` of
 /// the last frame, a position), else 0. A 400 response for anything malformed.
 pub fn subscribe_from(
-    query: Option<&str>,
+    query: &[(&str, &str)],
     last_event_id: Option<&str>,
 ) -> Result<u64, ApiResponse> {
     let q = parse_read_query(query, false)?;
@@ -460,39 +434,18 @@ pub fn sse_frame(event: &RecordedEvent) -> Bytes {
     out.push_str("\nevent: ");
     out.push_str(&event.event_type);
     out.push('\n');
-    for line in json.split('\n') {
+    // Every line break the SSE spec knows (CRLF, LF, CR) ends a `data:` line: a bare CR left
+    // inside one would end the line for an `EventSource` and cut the JSON.
+    for line in json
+        .split('\n')
+        .flat_map(|l| l.strip_suffix('\r').unwrap_or(l).split('\r'))
+    {
         out.push_str("data: ");
-        out.push_str(line.strip_suffix('\r').unwrap_or(line));
+        out.push_str(line);
         out.push('\n');
     }
     out.push('\n');
     Bytes::from(out)
-}
-
-/// Decodes `%XX` escapes (no `+` to space: this is for paths as much as queries).
-fn percent_decode(s: &str) -> Result<String, String> {
-    if !s.contains('%') {
-        return Ok(s.to_owned());
-    }
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok());
-            match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                Some(b) => out.push(b),
-                None => return Err(format!("bad percent escape at byte {i} of {s:?}")),
-            }
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| format!("{s:?} does not decode to UTF-8"))
 }
 
 #[cfg(test)]
@@ -538,24 +491,39 @@ mod tests {
     }
 
     #[test]
-    fn subscribe_from_rules() {
-        assert_eq!(subscribe_from(None, None).unwrap(), 0);
-        assert_eq!(subscribe_from(Some("from=7"), Some("3")).unwrap(), 7);
-        assert_eq!(subscribe_from(None, Some("3")).unwrap(), 4);
-        assert_eq!(
-            subscribe_from(Some("from=x"), None).unwrap_err().status,
-            400
-        );
-        assert_eq!(subscribe_from(None, Some("abc")).unwrap_err().status, 400);
-        assert_eq!(subscribe_from(Some("limit=5"), None).unwrap(), 0);
+    fn sse_frames_split_every_kind_of_line_break() {
+        let f = sse_frame(&event("T", "{\"a\":\r1,\n\"b\":\r\n2}"));
+        let text = std::str::from_utf8(&f).unwrap();
+        assert!(!text.contains('\r'), "{text:?}");
+        let data: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .collect();
+        assert_eq!(data.len(), 4, "{text:?}");
+        let json: String = data.concat();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["data"], serde_json::json!({"a": 1, "b": 2}));
     }
 
     #[test]
-    fn percent_decoding() {
-        assert_eq!(percent_decode("a%20b").unwrap(), "a b");
-        assert_eq!(percent_decode("plain").unwrap(), "plain");
-        assert!(percent_decode("a%2").is_err());
-        assert!(percent_decode("a%zz").is_err());
-        assert!(percent_decode("%ff").is_err());
+    fn subscribe_from_rules() {
+        assert_eq!(subscribe_from(&[], None).unwrap(), 0);
+        assert_eq!(subscribe_from(&[("from", "7")], Some("3")).unwrap(), 7);
+        assert_eq!(subscribe_from(&[], Some("3")).unwrap(), 4);
+        assert_eq!(
+            subscribe_from(&[("from", "x")], None).unwrap_err().status,
+            400
+        );
+        assert_eq!(subscribe_from(&[], Some("abc")).unwrap_err().status, 400);
+        assert_eq!(subscribe_from(&[("limit", "5")], None).unwrap(), 0);
+        // A sign is not a number here (Rust's parser would take `+1`).
+        assert_eq!(
+            subscribe_from(&[("from", "+1")], None).unwrap_err().status,
+            400
+        );
+        assert_eq!(
+            subscribe_from(&[("from", "")], None).unwrap_err().status,
+            400
+        );
     }
 }

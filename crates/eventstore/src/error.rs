@@ -1,6 +1,6 @@
 //! The error type of every store operation.
 
-use crate::types::ExpectedVersion;
+use crate::expected::{BadExpectedVersion, ExpectedVersion};
 
 /// Everything that can go wrong in a store operation.
 ///
@@ -43,15 +43,20 @@ pub enum Error {
         /// Highest version this build knows.
         supported: i64,
     },
-    /// PostgreSQL reported an error or the connection failed.
-    #[error("postgres: {}", describe_pg(.0))]
-    Postgres(#[from] tokio_postgres::Error),
-    /// No PostgreSQL connection could be taken from the pool.
-    #[error("postgres pool: {0}")]
-    Pool(#[from] deadpool_postgres::PoolError),
-    /// SQLite reported an error.
-    #[error("sqlite: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    /// The database reported an error or could not be reached. The driver's own error is the
+    /// [`source`](std::error::Error::source); the message says what the database said.
+    #[error("{backend}: {message}")]
+    Backend {
+        /// `postgres`, `postgres pool` or `sqlite`.
+        backend: &'static str,
+        /// The database's message (for PostgreSQL with its severity and SQLSTATE).
+        message: String,
+        /// Whether retrying later may succeed (see [`Error::is_transient`]).
+        transient: bool,
+        /// The driver's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
     /// A file-system operation failed (creating the SQLite file's directory).
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
@@ -72,28 +77,80 @@ impl Error {
     /// True when retrying the same call later may succeed: a lost connection, an exhausted pool,
     /// a busy database. Subscriptions retry these silently.
     pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Error::Backend {
+                transient: true,
+                ..
+            }
+        )
+    }
+
+    /// The PostgreSQL driver's error behind this one, if that is what it is.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn as_postgres(&self) -> Option<&tokio_postgres::Error> {
         match self {
-            // No SQLSTATE: the connection failed. Class 08: connection exception; class 57:
-            // operator intervention (a terminated backend, a shutting-down server);
-            // 40001/40P01: serialization failure and deadlock, which a retry resolves.
-            Error::Postgres(e) => match e.code() {
-                None => true,
-                Some(code) => {
-                    let c = code.code();
-                    c.starts_with("08") || c.starts_with("57") || c == "40001" || c == "40P01"
-                }
-            },
-            Error::Pool(_) => true,
-            Error::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => matches!(
-                e.code,
+            Error::Backend { source, .. } => source.downcast_ref(),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl From<tokio_postgres::Error> for Error {
+    fn from(e: tokio_postgres::Error) -> Error {
+        // No SQLSTATE: the connection failed. Class 08: connection exception; class 57:
+        // operator intervention (a terminated backend, a shutting-down server); 40001/40P01:
+        // serialization failure and deadlock, which a retry resolves.
+        let transient = match e.code() {
+            None => true,
+            Some(code) => {
+                let c = code.code();
+                c.starts_with("08") || c.starts_with("57") || c == "40001" || c == "40P01"
+            }
+        };
+        Error::Backend {
+            backend: "postgres",
+            message: describe_pg(&e),
+            transient,
+            source: Box::new(e),
+        }
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl From<deadpool_postgres::PoolError> for Error {
+    fn from(e: deadpool_postgres::PoolError) -> Error {
+        Error::Backend {
+            backend: "postgres pool",
+            message: e.to_string(),
+            transient: true,
+            source: Box::new(e),
+        }
+    }
+}
+
+#[cfg(feature = "sqlite")]
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Error {
+        let transient = matches!(
+            &e,
+            rusqlite::Error::SqliteFailure(f, _) if matches!(
+                f.code,
                 rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-            ),
-            _ => false,
+            )
+        );
+        Error::Backend {
+            backend: "sqlite",
+            message: e.to_string(),
+            transient,
+            source: Box::new(e),
         }
     }
 }
 
 /// tokio-postgres displays a server error as just "db error"; show its severity, code and message.
+#[cfg(feature = "postgres")]
 fn describe_pg(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{} {}: {}", db.severity(), db.code().code(), db.message()),
@@ -105,6 +162,12 @@ fn display_actual(actual: Option<u64>) -> String {
     match actual {
         Some(v) => v.to_string(),
         None => "no stream".to_owned(),
+    }
+}
+
+impl From<BadExpectedVersion> for Error {
+    fn from(e: BadExpectedVersion) -> Error {
+        Error::InvalidInput(e.to_string())
     }
 }
 

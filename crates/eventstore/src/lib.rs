@@ -11,11 +11,15 @@
 //!   increasing, with gaps).
 //! - [`ExpectedVersion`] guards an append (`Any`, `NoStream`, `StreamExists`, `Exact(v)`);
 //!   a conflict is [`Error::WrongExpectedVersion`]. Re-sending an append whose ids are already
-//!   stored at the same place returns the original [`AppendResult`] and stores nothing.
+//!   stored at the same place, with an expectation the original met, returns the original
+//!   [`AppendResult`] and stores nothing.
 //! - [`Subscription`] follows `$all`: stored events first, then live ones, each exactly once,
 //!   in increasing position, surviving dropped connections.
-//! - [`api::handle`] answers `POST /streams/{id}`, `GET /streams/{id}` and `GET /all` for any
-//!   HTTP server; [`api::sse_frame`] formats `GET /all/subscribe` frames.
+//! - [`api`] answers `POST /streams/{id}` ([`api::append`]), `GET /streams/{id}`
+//!   ([`api::read_stream`]) and `GET /all` ([`api::read_all`]) for any HTTP server, from
+//!   parameters its router decoded; [`api::sse_frame`] formats `GET /all/subscribe` frames.
+//!
+//! Backends are cargo features, `sqlite` and `postgres`, both on by default.
 //!
 //! # Example
 //!
@@ -52,42 +56,57 @@
 //!
 //! # Performance model
 //!
-//! - **PostgreSQL append = one round trip.** All events of a call travel as six array
-//!   parameters of one prepared `SELECT galleon_append(...)`; the server-side function checks
-//!   idempotency, locks the stream's row (`FOR UPDATE`: writers of *one* stream queue, writers of
-//!   different streams never do), and inserts every event with one
-//!   `INSERT ... SELECT FROM unnest(...)`. No SQL text is built per call or per event.
-//!   Cost: one network round trip + one commit (PostgreSQL group-commits concurrent writers).
+//! - **PostgreSQL appends are group-committed.** Each append goes to one of a few writer tasks
+//!   (one per core); a stream stays on its writer while it has appends pending, so its appends
+//!   keep their order. A lone append runs at once as one prepared `SELECT galleon_append(...)`
+//!   (six array parameters, one round trip, one commit). Concurrent appends queue and go in one
+//!   transaction: one `galleon_append_batch` call checks every expected version and numbers the
+//!   positions, one binary `COPY` writes all their events, one commit. Writers of one stream
+//!   queue on its row; writers of different streams never wait for each other.
 //! - **`$all` order without a global lock.** An event's position is its transaction id shifted
-//!   left 16 bits plus its index in the append. `$all` is read only below the oldest transaction
-//!   still running (`pg_snapshot_xmin`), so a slow transaction holding an earlier position can
-//!   never commit behind a reader: readers wait for it instead. See `DESIGN-NOTES.md`.
+//!   left 16 bits plus its index in the transaction. `$all` is read only below the oldest
+//!   transaction still running (`pg_snapshot_xmin`), so a slow transaction holding an earlier
+//!   position can never commit behind a reader: readers wait for it instead.
 //! - **SQLite append = a queue hop + a share of one fsync.** One writer thread takes up to 128
 //!   queued calls, runs each in a savepoint of one transaction and commits once (WAL,
 //!   `synchronous=FULL`). Readers use their own connections on the blocking pool.
-//! - **Reads = one indexed range query.** `(stream_id, version)` for streams, the primary key
-//!   for `$all`; JSON stays text end to end ([`Json`]): checked once on the way in, never
-//!   parsed again on the way out.
+//! - **Reads = index ranges.** On PostgreSQL (schema 4) the stream index holds the first event
+//!   of each append; a read takes the heads in its window plus one primary-key range per longer
+//!   append. `$all` is a primary-key range. JSON stays text end to end ([`Json`]): checked once
+//!   on the way in, never parsed again on the way out.
 //! - **Subscriptions** wake on in-process signals and PostgreSQL `NOTIFY` (sent outside the
 //!   append transactions, one per burst), and re-read every
 //!   [`SUBSCRIPTION_POLL_INTERVAL`] anyway, so a lost wake-up only delays.
 //!
+//! Measurements and the reasoning behind each choice: `DESIGN-NOTES.md` and
+//! `bench/results/eventstore.txt`.
 //! Bench: `cargo bench -p galleon-eventstore` prints the seed's suite on both backends beside
 //! the naive and global-lock baselines.
 
 #![forbid(unsafe_code)]
 
+#[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+compile_error!(
+    "galleon-eventstore needs at least one backend: cargo feature `sqlite` or `postgres`"
+);
+
 pub mod api;
 mod error;
+mod expected;
+#[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 mod store;
 mod types;
 
 pub use error::{Error, Result};
+pub use expected::BadExpectedVersion;
+#[cfg(feature = "postgres")]
 pub use postgres::DEFAULT_POOL_SIZE;
 pub use store::{OpenOptions, SUBSCRIPTION_BATCH, SUBSCRIPTION_POLL_INTERVAL, Store, Subscription};
 pub use types::{
     AppendResult, Direction, EventData, ExpectedVersion, Json, MAX_APPEND_EVENTS,
-    MAX_EVENT_TYPE_BYTES, MAX_READ_EVENTS, MAX_STREAM_ID_BYTES, RecordedEvent, validate_stream_id,
+    MAX_EVENT_TYPE_BYTES, MAX_JSON_DEPTH, MAX_READ_EVENTS, MAX_STREAM_ID_BYTES, RecordedEvent,
+    validate_stream_id,
 };

@@ -345,9 +345,9 @@ fn writer_loop(
 fn clone_sqlite_error(e: &rusqlite::Error) -> Error {
     match e {
         rusqlite::Error::SqliteFailure(code, msg) => {
-            Error::Sqlite(rusqlite::Error::SqliteFailure(*code, msg.clone()))
+            Error::from(rusqlite::Error::SqliteFailure(*code, msg.clone()))
         }
-        other => Error::Sqlite(rusqlite::Error::SqliteFailure(
+        other => Error::from(rusqlite::Error::SqliteFailure(
             rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
             Some(other.to_string()),
         )),
@@ -383,6 +383,18 @@ fn append_one(tx: &rusqlite::Transaction<'_>, req: &WriteRequest) -> Result<Appe
             if found != Some((req.stream.clone(), v0 + i, p0 + i)) || stream != req.stream {
                 return Err(Error::DuplicateEventId(e.id));
             }
+        }
+        // A replay counts as one only under the expectation the original append met
+        // (EventStoreDB's rule); otherwise it is the conflict it would have been.
+        if !req.expected.accepts((v0 as u64).checked_sub(1)) {
+            let actual: Option<i64> = tx
+                .prepare_cached("SELECT version FROM streams WHERE stream_id = ?1")?
+                .query_row([&req.stream], |r| r.get(0))
+                .optional()?;
+            return Err(Error::WrongExpectedVersion {
+                expected: req.expected,
+                actual: actual.map(|v| v as u64),
+            });
         }
         return Ok(AppendResult {
             first_version: v0 as u64,

@@ -1,6 +1,7 @@
 //! [`Store`]: the one API over both backends, and [`Subscription`], the `$all` follower.
 
 use std::collections::VecDeque;
+#[cfg(feature = "sqlite")]
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -10,7 +11,9 @@ use futures::Stream;
 use tokio::sync::watch;
 
 use crate::error::{Error, Result};
+#[cfg(feature = "postgres")]
 use crate::postgres::{PgOptions, PgStore};
+#[cfg(feature = "sqlite")]
 use crate::sqlite::SqliteStore;
 use crate::types::{
     AppendResult, Direction, EventData, ExpectedVersion, MAX_READ_EVENTS, RecordedEvent,
@@ -49,6 +52,22 @@ pub struct OpenOptions {
 /// An event store: append to streams, read streams and `$all`, follow `$all` live.
 ///
 /// Cheap to clone; clones share the connections. Dropping the last clone closes the store.
+///
+/// # Examples
+/// ```
+/// use galleon_eventstore::{Direction, EventData, ExpectedVersion, Store};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let dir = tempfile::tempdir().unwrap();
+/// let store = Store::open(&format!("sqlite:{}", dir.path().join("events.db").display()))
+///     .await
+///     .unwrap();
+/// let event = EventData::json("Placed", &serde_json::json!({"total": 30})).unwrap();
+/// store.append("order-1", ExpectedVersion::NoStream, vec![event]).await.unwrap();
+/// let read = store.read_stream("order-1", 0, 10, Direction::Forward).await.unwrap();
+/// assert_eq!(read[0].version, 0);
+/// # });
+/// ```
 #[derive(Debug, Clone)]
 pub struct Store {
     backend: Backend,
@@ -56,7 +75,9 @@ pub struct Store {
 
 #[derive(Debug, Clone)]
 enum Backend {
+    #[cfg(feature = "sqlite")]
     Sqlite(SqliteStore),
+    #[cfg(feature = "postgres")]
     Postgres(PgStore),
 }
 
@@ -75,26 +96,46 @@ impl Store {
             reason: reason.to_owned(),
         };
         if let Some(rest) = url.strip_prefix("sqlite:") {
-            let path = rest.strip_prefix("//").unwrap_or(rest);
-            if path.is_empty() {
-                return Err(bad("the path after `sqlite:` is empty"));
+            #[cfg(not(feature = "sqlite"))]
+            {
+                let _ = rest;
+                Err(bad(
+                    "this build has no SQLite backend (cargo feature `sqlite`)",
+                ))
             }
-            if path == ":memory:" {
-                return Err(bad(
-                    "in-memory SQLite is not supported: readers use their own connections",
-                ));
+            #[cfg(feature = "sqlite")]
+            {
+                let path = rest.strip_prefix("//").unwrap_or(rest);
+                if path.is_empty() {
+                    return Err(bad("the path after `sqlite:` is empty"));
+                }
+                if path == ":memory:" {
+                    return Err(bad(
+                        "in-memory SQLite is not supported: readers use their own connections",
+                    ));
+                }
+                let backend = Backend::Sqlite(SqliteStore::open(PathBuf::from(path)).await?);
+                Ok(Store { backend })
             }
-            let backend = Backend::Sqlite(SqliteStore::open(PathBuf::from(path)).await?);
-            Ok(Store { backend })
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let opts = PgOptions {
-                schema: options.pg_schema,
-                pool_size: options.pg_pool_size,
-                application_name: options.pg_application_name,
-            };
-            Ok(Store {
-                backend: Backend::Postgres(PgStore::open(url, opts).await?),
-            })
+            #[cfg(not(feature = "postgres"))]
+            {
+                let _ = options;
+                Err(bad(
+                    "this build has no PostgreSQL backend (cargo feature `postgres`)",
+                ))
+            }
+            #[cfg(feature = "postgres")]
+            {
+                let opts = PgOptions {
+                    schema: options.pg_schema,
+                    pool_size: options.pg_pool_size,
+                    application_name: options.pg_application_name,
+                };
+                Ok(Store {
+                    backend: Backend::Postgres(PgStore::open(url, opts).await?),
+                })
+            }
         } else {
             Err(bad("expected `sqlite:PATH` or `postgres://...`"))
         }
@@ -103,7 +144,9 @@ impl Store {
     /// `"sqlite"` or `"postgres"`.
     pub fn backend_name(&self) -> &'static str {
         match self.backend {
+            #[cfg(feature = "sqlite")]
             Backend::Sqlite(_) => "sqlite",
+            #[cfg(feature = "postgres")]
             Backend::Postgres(_) => "postgres",
         }
     }
@@ -114,9 +157,12 @@ impl Store {
     /// when an id is already stored elsewhere, [`Error::InvalidInput`] for a bad stream id, no
     /// events, more than [`crate::MAX_APPEND_EVENTS`], a bad type or an id given twice.
     /// When every id is already stored in this stream, in this order, the call is a retry of an
-    /// earlier append: it returns that append's result and stores nothing. So after a transient
-    /// error ([`Error::is_transient`]: a dropped connection, where the append may or may not
-    /// have committed), retrying with the same events is always safe.
+    /// earlier append: it returns that append's result and stores nothing, provided `expected`
+    /// accepts the stream as the original found it (`Any`; `NoStream` for an append that
+    /// created the stream; `Exact(v)` for one that followed version `v`...); otherwise it is
+    /// the [`Error::WrongExpectedVersion`] it would have been, as EventStoreDB answers. So after
+    /// a transient error ([`Error::is_transient`]: a dropped connection, where the append may
+    /// or may not have committed), retrying the same call is always safe.
     pub async fn append(
         &self,
         stream: &str,
@@ -126,7 +172,9 @@ impl Store {
         validate_stream_id(stream)?;
         validate_events(&events)?;
         match &self.backend {
+            #[cfg(feature = "sqlite")]
             Backend::Sqlite(s) => s.append(stream, expected, events).await,
+            #[cfg(feature = "postgres")]
             Backend::Postgres(p) => p.append(stream, expected, events).await,
         }
     }
@@ -144,7 +192,9 @@ impl Store {
         validate_stream_id(stream)?;
         let max = max.min(MAX_READ_EVENTS);
         match &self.backend {
+            #[cfg(feature = "sqlite")]
             Backend::Sqlite(s) => s.read_stream(stream, from_version, max, direction).await,
+            #[cfg(feature = "postgres")]
             Backend::Postgres(p) => p.read_stream(stream, from_version, max, direction).await,
         }
     }
@@ -156,7 +206,9 @@ impl Store {
     pub async fn read_all(&self, from_position: u64, max: usize) -> Result<Vec<RecordedEvent>> {
         let max = max.min(MAX_READ_EVENTS);
         match &self.backend {
+            #[cfg(feature = "sqlite")]
             Backend::Sqlite(s) => s.read_all(from_position, max).await,
+            #[cfg(feature = "postgres")]
             Backend::Postgres(p) => p.read_all(from_position, max).await,
         }
     }
@@ -180,7 +232,9 @@ impl Store {
 
     fn wake(&self) -> watch::Receiver<u64> {
         match &self.backend {
+            #[cfg(feature = "sqlite")]
             Backend::Sqlite(s) => s.wake(),
+            #[cfg(feature = "postgres")]
             Backend::Postgres(p) => p.wake(),
         }
     }

@@ -5,6 +5,7 @@ use std::fmt;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
+pub use crate::expected::ExpectedVersion;
 
 /// Longest stream id accepted, in bytes. A guess: long enough for `aggregate-<uuid>` names with
 /// room to spare, short enough to keep the `(stream_id, version)` index compact.
@@ -21,57 +22,6 @@ pub const MAX_APPEND_EVENTS: usize = 10_000;
 /// Most events one read call returns; larger `max` values are clamped to this. A guess that bounds
 /// the memory of one read (10 000 events of ~300 bytes is ~3 MB).
 pub const MAX_READ_EVENTS: usize = 10_000;
-
-/// What the caller expects of the stream before an append (optimistic concurrency).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ExpectedVersion {
-    /// No check.
-    Any,
-    /// The stream must have no events.
-    NoStream,
-    /// The stream must have at least one event.
-    StreamExists,
-    /// The stream's last event must have exactly this version (versions start at 0).
-    Exact(u64),
-}
-
-impl ExpectedVersion {
-    /// Does a stream whose last version is `actual` (`None`: no events) satisfy this expectation?
-    pub fn accepts(self, actual: Option<u64>) -> bool {
-        match self {
-            ExpectedVersion::Any => true,
-            ExpectedVersion::NoStream => actual.is_none(),
-            ExpectedVersion::StreamExists => actual.is_some(),
-            ExpectedVersion::Exact(v) => actual == Some(v),
-        }
-    }
-
-    /// Parses the `ES-Expected-Version` header value: `any`, `no_stream`, `stream_exists` or a
-    /// non-negative integer.
-    pub fn parse(s: &str) -> Result<Self> {
-        match s.trim() {
-            "any" => Ok(ExpectedVersion::Any),
-            "no_stream" => Ok(ExpectedVersion::NoStream),
-            "stream_exists" => Ok(ExpectedVersion::StreamExists),
-            other => other.parse::<u64>().map(ExpectedVersion::Exact).map_err(|_| {
-                Error::InvalidInput(format!(
-                    "expected version {other:?} is not one of any, no_stream, stream_exists or a non-negative integer"
-                ))
-            }),
-        }
-    }
-}
-
-impl fmt::Display for ExpectedVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ExpectedVersion::Any => f.write_str("any"),
-            ExpectedVersion::NoStream => f.write_str("no_stream"),
-            ExpectedVersion::StreamExists => f.write_str("stream_exists"),
-            ExpectedVersion::Exact(v) => write!(f, "{v}"),
-        }
-    }
-}
 
 /// Reading direction of [`crate::Store::read_stream`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -250,6 +200,40 @@ pub fn validate_stream_id(stream: &str) -> Result<()> {
 }
 
 /// Checks the events of an append: 1 to [`MAX_APPEND_EVENTS`] events, valid type names, no id twice.
+/// Deepest nesting of arrays and objects accepted in an event's data or metadata: serde_json's
+/// default recursion limit, so a consumer parsing events with serde_json's defaults can read
+/// every stored event; the same on both backends (PostgreSQL's own parser fails much deeper,
+/// SQLite's not at all).
+pub const MAX_JSON_DEPTH: usize = 128;
+
+/// Whether `text` (valid JSON) nests arrays and objects more than `max` deep.
+fn nested_deeper_than(text: &str, max: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in text.as_bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
 pub(crate) fn validate_events(events: &[EventData]) -> Result<()> {
     if events.is_empty() {
         return Err(Error::InvalidInput(
@@ -274,6 +258,13 @@ pub(crate) fn validate_events(events: &[EventData]) -> Result<()> {
                 "event {i}: type contains a control character"
             )));
         }
+        for (what, json) in [("data", &e.data), ("metadata", &e.metadata)] {
+            if nested_deeper_than(json.get(), MAX_JSON_DEPTH) {
+                return Err(Error::InvalidInput(format!(
+                    "event {i}: {what} is nested more than {MAX_JSON_DEPTH} levels deep (the limit is {MAX_JSON_DEPTH})"
+                )));
+            }
+        }
         if !ids.insert(e.id) {
             return Err(Error::InvalidInput(format!(
                 "event {i}: id {} appears twice in this append",
@@ -289,29 +280,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn expected_version_parse_and_accept() {
-        assert_eq!(ExpectedVersion::parse("any").unwrap(), ExpectedVersion::Any);
-        assert_eq!(
-            ExpectedVersion::parse("no_stream").unwrap(),
-            ExpectedVersion::NoStream
-        );
-        assert_eq!(
-            ExpectedVersion::parse("stream_exists").unwrap(),
-            ExpectedVersion::StreamExists
-        );
-        assert_eq!(
-            ExpectedVersion::parse("17").unwrap(),
-            ExpectedVersion::Exact(17)
-        );
-        let err = ExpectedVersion::parse("-1").unwrap_err().to_string();
-        assert!(err.contains("\"-1\""), "{err}");
-        assert!(ExpectedVersion::NoStream.accepts(None));
-        assert!(!ExpectedVersion::NoStream.accepts(Some(0)));
-        assert!(ExpectedVersion::StreamExists.accepts(Some(0)));
-        assert!(!ExpectedVersion::StreamExists.accepts(None));
-        assert!(ExpectedVersion::Exact(3).accepts(Some(3)));
-        assert!(!ExpectedVersion::Exact(3).accepts(Some(4)));
-        assert!(ExpectedVersion::Any.accepts(None));
+    fn json_depth() {
+        let nest = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(!nested_deeper_than(&nest(MAX_JSON_DEPTH), MAX_JSON_DEPTH));
+        assert!(nested_deeper_than(
+            &nest(MAX_JSON_DEPTH + 1),
+            MAX_JSON_DEPTH
+        ));
+        // Brackets inside strings, escaped quotes included, are not nesting.
+        let s = format!("{{\"a\":\"\\\"{}\"}}", "[".repeat(500));
+        assert!(!nested_deeper_than(&s, 2), "{s}");
+        assert!(!nested_deeper_than(r#"{"a":[1,{"b":[]}]}"#, 4));
+        assert!(nested_deeper_than(r#"{"a":[1,{"b":[]}]}"#, 3));
+        assert!(nested_deeper_than(r#"{"a":[1,{"b":[[]]}]}"#, 4));
     }
 
     #[test]

@@ -8,18 +8,21 @@
 //! | `GET /all?from=&limit=`                         | read `$all` in position order                |
 //! | `GET /all/subscribe?from=` (or `Last-Event-ID`) | `$all` live, as server-sent events           |
 //!
-//! The request/response routes are [`api::handle`] with its status, content type and JSON body
-//! copied into a [`Response`]. The subscription is a [`Store::subscribe_all`] turned into a
+//! Each request/response route decodes its parameters once and calls its [`api`] function,
+//! whose status, content type and JSON body become the [`Response`]. The subscription is a [`Store::subscribe_all`] turned into a
 //! [`Body::stream`]: one chunk per batch of ready events ([`api::sse_frame`] each), a comment
 //! line every [`DEFAULT_KEEP_ALIVE`] of silence. The server drops the stream (and with it the
 //! subscription) as soon as the client closes its socket, and ends it at shutdown.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{FutureExt as _, Stream, StreamExt as _};
 use galleon_eventstore::{OpenOptions, Store, Subscription, api};
-use galleon_http::{Body, BoxError, IoList, Method, Request, Response, Router, StatusCode};
+use galleon_http::{
+    Body, BoxError, IoList, Request, Response, Router, StatusCode, percent_decode, split_query,
+};
 
 /// `--events` when neither the flag nor `GALLEON_EVENTS` is given: an SQLite file under the
 /// working directory, created (with its directory) on first start.
@@ -139,7 +142,8 @@ pub(crate) fn redact(url: &str) -> String {
     format!("{scheme}://{authority}{tail}")
 }
 
-/// Adds the event-store routes to `router`.
+/// Adds the event-store routes to `router`: each decodes its parameters once (the router the
+/// stream id, [`query_pairs`] the query) and calls its [`api`] function.
 pub(crate) fn mount(router: Router, store: Store, keep_alive: Duration) -> Router {
     let append = store.clone();
     let read = store.clone();
@@ -147,15 +151,39 @@ pub(crate) fn mount(router: Router, store: Store, keep_alive: Duration) -> Route
     router
         .post("/streams/{id}", move |req: Request| {
             let store = append.clone();
-            async move { call_api(&store, &req).await }
+            async move {
+                let stream = match stream_param(&req) {
+                    Ok(s) => s,
+                    Err(resp) => return *resp,
+                };
+                let expected = match header(&req, api::EXPECTED_VERSION_HEADER) {
+                    Ok(v) => v,
+                    Err(resp) => return *resp,
+                };
+                into_response(api::append(&store, stream, expected, req.body()).await)
+            }
         })
         .get("/streams/{id}", move |req: Request| {
             let store = read.clone();
-            async move { call_api(&store, &req).await }
+            async move {
+                let stream = match stream_param(&req) {
+                    Ok(s) => s,
+                    Err(resp) => return *resp,
+                };
+                match query_pairs(&req) {
+                    Ok(q) => into_response(api::read_stream(&store, stream, &borrowed(&q)).await),
+                    Err(resp) => *resp,
+                }
+            }
         })
         .get("/all", move |req: Request| {
             let store = all.clone();
-            async move { call_api(&store, &req).await }
+            async move {
+                match query_pairs(&req) {
+                    Ok(q) => into_response(api::read_all(&store, &borrowed(&q)).await),
+                    Err(resp) => *resp,
+                }
+            }
         })
         .get("/all/subscribe", move |req: Request| {
             let store = store.clone();
@@ -163,30 +191,40 @@ pub(crate) fn mount(router: Router, store: Store, keep_alive: Duration) -> Route
         })
 }
 
-/// Runs one request through [`api::handle`].
-async fn call_api(store: &Store, req: &Request) -> Response {
-    let method = match req.method() {
-        // The server sends only the head of a HEAD answer.
-        Method::Head => "GET",
-        m => m.as_str(),
-    };
-    let expected_version = match header(req, api::EXPECTED_VERSION_HEADER) {
-        Ok(v) => v,
-        Err(resp) => return *resp,
-    };
-    let api_req = api::ApiRequest {
-        method,
-        path: req.path(),
-        query: non_empty(req.query()),
-        expected_version,
-        body: req.body(),
-    };
-    match api::handle(store, api_req).await {
-        Some(resp) => into_response(resp),
-        // Only the event-store routes are mounted here, so this is not expected; answer as the
-        // router would.
-        None => json_error(StatusCode::NOT_FOUND, "no such event-store route"),
+/// The route's stream id, decoded by the router; one that decodes to something holding `/` is
+/// not a stream of this API.
+fn stream_param(req: &Request) -> Result<&str, Box<Response>> {
+    match req.param("id") {
+        Some(s) if !s.is_empty() && !s.contains('/') => Ok(s),
+        _ => Err(Box::new(json_error(
+            StatusCode::NOT_FOUND,
+            "no such route: the stream id is missing or contains `/`",
+        ))),
     }
+}
+
+/// The query's pairs, percent-decoded (`+` is kept: these are numbers and names); a bad escape
+/// is a 400, not a pair silently dropped.
+fn query_pairs(req: &Request) -> Result<Vec<QueryPair<'_>>, Box<Response>> {
+    split_query(req.query())
+        .map(
+            |(k, v)| match (percent_decode(k, false), percent_decode(v, false)) {
+                (Some(k), Some(v)) => Ok((k, v)),
+                _ => Err(Box::new(json_error(
+                    StatusCode::BAD_REQUEST,
+                    &format!("query {k}: bad percent escape or not UTF-8 in {v:?}"),
+                ))),
+            },
+        )
+        .collect()
+}
+
+/// A decoded query pair, borrowed from the request where nothing needed decoding.
+type QueryPair<'r> = (Cow<'r, str>, Cow<'r, str>);
+
+/// `pairs` as the `&str` pairs the API takes.
+fn borrowed<'a>(pairs: &'a [QueryPair<'_>]) -> Vec<(&'a str, &'a str)> {
+    pairs.iter().map(|(k, v)| (&**k, &**v)).collect()
 }
 
 /// `GET /all/subscribe`: `$all` from the requested position on, as server-sent events.
@@ -195,7 +233,11 @@ fn subscribe(store: &Store, req: &Request, keep_alive: Duration) -> Response {
         Ok(v) => v,
         Err(resp) => return *resp,
     };
-    let from = match api::subscribe_from(non_empty(req.query()), last_event_id) {
+    let query = match query_pairs(req) {
+        Ok(q) => q,
+        Err(resp) => return *resp,
+    };
+    let from = match api::subscribe_from(&borrowed(&query), last_event_id) {
         Ok(from) => from,
         Err(resp) => return into_response(resp),
     };
@@ -305,10 +347,6 @@ fn header<'r>(req: &'r Request, name: &str) -> Result<Option<&'r str>, Box<Respo
             ))
         }),
     }
-}
-
-fn non_empty(s: &str) -> Option<&str> {
-    (!s.is_empty()).then_some(s)
 }
 
 /// An [`api::ApiResponse`] as a [`Response`]: same status, content type and bytes.

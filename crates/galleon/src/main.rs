@@ -4,10 +4,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod assign;
 mod events;
 mod render;
 mod serve;
 mod site;
+mod static_files;
 mod trace;
 
 /// galleon: templates compiled to I/O lists, served with one gathered write.

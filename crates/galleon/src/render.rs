@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow};
 use galleon_iolist::{IoWriter, WritePolicy};
-use galleon_template::{Assigns, Engine};
+use galleon_template::{Assigns, Engine, Value};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Bytes rendered per chunk: 256 KiB, a few times the 64 KiB pipe buffer, so that each chunk
@@ -24,34 +24,17 @@ pub(crate) struct Args {
     #[arg(long, value_name = "FILE.json")]
     data: Option<PathBuf>,
     /// Set one assign (after --data). VALUE is JSON when it parses as JSON, else a string.
-    #[arg(long = "assign", short = 'a', value_name = "KEY=VALUE", value_parser = parse_assign)]
-    assigns: Vec<(String, serde_json::Value)>,
+    #[arg(long = "assign", short = 'a', value_name = "KEY=VALUE", value_parser = crate::assign::parse_pair)]
+    assigns: Vec<(String, Value)>,
     /// Write to FILE instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
     /// Write policy: default, flatten or vectored.
-    #[arg(long, default_value = "default", value_parser = parse_policy)]
+    #[arg(long, default_value = "default", value_parser = clap::value_parser!(WritePolicy))]
     policy: WritePolicy,
     /// Bytes rendered per chunk (memory use is about this, whatever the output size).
     #[arg(long, default_value_t = CHUNK_BYTES, value_name = "BYTES")]
     chunk_bytes: usize,
-}
-
-fn parse_assign(s: &str) -> Result<(String, serde_json::Value), String> {
-    let (key, value) = s
-        .split_once('=')
-        .ok_or_else(|| format!("expected KEY=VALUE, got `{s}`"))?;
-    if key.is_empty() {
-        return Err(format!("empty assign name in `{s}`"));
-    }
-    let value =
-        serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
-    Ok((key.to_owned(), value))
-}
-
-fn parse_policy(s: &str) -> Result<WritePolicy, String> {
-    WritePolicy::from_name(s)
-        .ok_or_else(|| format!("unknown policy `{s}` (default, flatten, vectored)"))
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {

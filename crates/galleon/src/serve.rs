@@ -7,7 +7,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use galleon_http::{Server, ServerConfig, WritePolicy, shutdown_signal};
+use galleon_http::{Server, ServerConfig, TraceStore, WritePolicy, shutdown_signal};
+
+/// Request header that picks the write policy of its response: `default`, `flatten` or
+/// `vectored` (how `bench/http.sh` compares policies against one server).
+pub(crate) const POLICY_HEADER: &str = "x-galleon-write-policy";
 
 /// Arguments of `galleon serve`.
 #[derive(Debug, clap::Args)]
@@ -20,7 +24,7 @@ pub(crate) struct Args {
     addr: SocketAddr,
     /// Write policy for every response: default, flatten or vectored (a request may pick its own
     /// with the `x-galleon-write-policy` header).
-    #[arg(long, default_value = "default", value_parser = parse_policy)]
+    #[arg(long, default_value = "default", value_parser = clap::value_parser!(WritePolicy))]
     write_policy: WritePolicy,
     /// Copy runs of segments shorter than this many bytes into one buffer (overrides the policy's).
     #[arg(long, value_name = "BYTES")]
@@ -31,8 +35,9 @@ pub(crate) struct Args {
     /// Log every write call and its segments to stderr.
     #[arg(long)]
     trace_writes: bool,
-    /// Serve recorded traces at /.galleon/trace/TOKEN (what `galleon trace` reads). On by default
-    /// when listening on a loopback address, off otherwise: a trace shows memory addresses.
+    /// Record the writes of requests carrying `x-galleon-trace: TOKEN` and serve them at
+    /// /.galleon/trace/TOKEN, to loopback peers only (what `galleon trace` reads). Off by
+    /// default: a trace holds memory and shows the server's addresses.
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     trace_endpoint: Option<bool>,
     /// Bytes rendered per chunk of a streamed page (`/doom`).
@@ -50,6 +55,24 @@ pub(crate) struct Args {
     /// Seconds allowed to receive a request head.
     #[arg(long, default_value_t = galleon_http::DEFAULT_HEADER_READ_TIMEOUT.as_secs_f64(), value_name = "SECS")]
     header_timeout: f64,
+    /// Largest request head (request line and headers), in bytes; more gets 431.
+    #[arg(long, default_value_t = galleon_http::DEFAULT_MAX_HEAD_BYTES, value_name = "BYTES")]
+    max_head_bytes: usize,
+    /// Most header lines in one request; more gets 431.
+    #[arg(long, default_value_t = galleon_http::DEFAULT_MAX_HEADERS, value_name = "N")]
+    max_headers: usize,
+    /// Seconds the client may take to accept one response, or one chunk of a streamed one.
+    #[arg(long, default_value_t = galleon_http::DEFAULT_WRITE_TIMEOUT.as_secs_f64(), value_name = "SECS")]
+    write_timeout: f64,
+    /// Seconds in-flight responses may run on after SIGINT or SIGTERM.
+    #[arg(long, default_value_t = galleon_http::DEFAULT_SHUTDOWN_GRACE.as_secs_f64(), value_name = "SECS")]
+    shutdown_grace: f64,
+    /// Seconds allowed for a whole request body, however it trickles in.
+    #[arg(long, default_value_t = galleon_http::DEFAULT_BODY_READ_TIMEOUT.as_secs_f64(), value_name = "SECS")]
+    body_timeout: f64,
+    /// Request-body bytes all connections together may hold at once; more get 503.
+    #[arg(long, default_value_t = galleon_http::DEFAULT_MAX_BUFFERED_BODY_BYTES, value_name = "BYTES")]
+    max_buffered_bodies: u64,
     /// Seconds a kept-alive connection may wait for its next request.
     #[arg(long, default_value_t = galleon_http::DEFAULT_IDLE_TIMEOUT.as_secs_f64(), value_name = "SECS")]
     idle_timeout: f64,
@@ -76,11 +99,6 @@ pub(crate) struct Args {
     events_keep_alive: f64,
 }
 
-fn parse_policy(s: &str) -> Result<WritePolicy, String> {
-    WritePolicy::from_name(s)
-        .ok_or_else(|| format!("unknown policy `{s}` (default, flatten, vectored)"))
-}
-
 fn parse_on_off(s: &str) -> Result<bool, String> {
     match s {
         "on" | "true" | "1" => Ok(true),
@@ -89,8 +107,65 @@ fn parse_on_off(s: &str) -> Result<bool, String> {
     }
 }
 
+/// Longest duration any `--*-timeout` or `--events-keep-alive` takes: a day. Longer is a typo
+/// (or `1e19`, which once overflowed the deadline arithmetic of every connection).
+const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Smallest `--max-head-bytes`: 1 KiB, room for a request line and a few headers.
+const MIN_HEAD_BYTES: usize = 1024;
+
+/// Largest `--max-head-bytes`: 1 MiB (nginx's largest default header buffers are 32 KiB).
+const MAX_HEAD_BYTES: usize = 1024 * 1024;
+
+/// Largest `--max-headers`: 1,024 header lines.
+const MAX_HEADERS: usize = 1024;
+
+/// Descriptors kept free beside the connections when `--max-connections` is fitted under the
+/// open-file limit: the listener, the runtime's epoll and wake-up descriptors, standard streams,
+/// static files being sent, the event store's database files or connections. A guess with room.
+const FD_RESERVE: u64 = 64;
+
+/// Largest `--chunk-bytes`: 64 MiB. Each streaming connection holds up to three chunks.
+const MAX_CHUNK_BYTES: usize = 64 * 1024 * 1024;
+
+/// A duration flag in seconds: more than 0, at most [`MAX_DURATION`].
 fn secs(v: f64, what: &str) -> anyhow::Result<Duration> {
-    Duration::try_from_secs_f64(v).with_context(|| format!("--{what}: not a duration in seconds"))
+    let d = Duration::try_from_secs_f64(v)
+        .ok()
+        .filter(|d| !d.is_zero() && *d <= MAX_DURATION)
+        .with_context(|| {
+            format!(
+                "--{what} must be more than 0 seconds and at most {} (got {v})",
+                MAX_DURATION.as_secs()
+            )
+        })?;
+    Ok(d)
+}
+
+/// Raises the open-file limit to its hard limit and lowers `wanted` connections to fit under it
+/// (with [`FD_RESERVE`] to spare), saying so: past the limit, `accept` fails and new clients
+/// would wait with no answer.
+fn fit_connections(wanted: usize) -> usize {
+    let limit = match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => limit,
+        Err(e) => {
+            eprintln!(
+                "galleon: cannot read the open-file limit ({e}); keeping --max-connections {wanted}"
+            );
+            return wanted;
+        }
+    };
+    let room = usize::try_from(limit.saturating_sub(FD_RESERVE))
+        .unwrap_or(usize::MAX)
+        .max(1);
+    if wanted > room {
+        eprintln!(
+            "galleon: --max-connections {wanted} lowered to {room} to fit the open-file limit of {limit} (raise it with ulimit -n)"
+        );
+        room
+    } else {
+        wanted
+    }
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
@@ -104,13 +179,37 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let mut config = ServerConfig::default();
     config.write_policy = policy;
     config.trace_writes = args.trace_writes;
-    config.trace_endpoint = args
-        .trace_endpoint
-        .unwrap_or_else(|| args.addr.ip().is_loopback());
-    config.limits.max_connections = args.max_connections;
+    let trace_endpoint = args.trace_endpoint.unwrap_or(false);
+    config.policy_header = Some(POLICY_HEADER);
+    anyhow::ensure!(
+        (1..=MAX_CHUNK_BYTES).contains(&args.chunk_bytes),
+        "--chunk-bytes {}: expected 1 to {MAX_CHUNK_BYTES} bytes",
+        args.chunk_bytes
+    );
+    anyhow::ensure!(
+        args.max_connections >= 1,
+        "--max-connections 0: at least one connection is needed"
+    );
+    config.limits.max_connections = fit_connections(args.max_connections);
     config.limits.max_body_bytes = args.max_body;
     config.limits.header_read_timeout = secs(args.header_timeout, "header-timeout")?;
     config.limits.idle_timeout = secs(args.idle_timeout, "idle-timeout")?;
+    config.limits.body_read_timeout = secs(args.body_timeout, "body-timeout")?;
+    config.limits.write_timeout = secs(args.write_timeout, "write-timeout")?;
+    config.shutdown_grace = secs(args.shutdown_grace, "shutdown-grace")?;
+    anyhow::ensure!(
+        (MIN_HEAD_BYTES..=MAX_HEAD_BYTES).contains(&args.max_head_bytes),
+        "--max-head-bytes {}: expected {MIN_HEAD_BYTES} to {MAX_HEAD_BYTES}",
+        args.max_head_bytes
+    );
+    anyhow::ensure!(
+        (1..=MAX_HEADERS).contains(&args.max_headers),
+        "--max-headers {}: expected 1 to {MAX_HEADERS}",
+        args.max_headers
+    );
+    config.limits.max_head_bytes = args.max_head_bytes;
+    config.limits.max_headers = args.max_headers;
+    config.limits.max_buffered_body_bytes = args.max_buffered_bodies;
     let events = crate::events::EventsConfig {
         url: args.events.clone(),
         schema: args.events_schema.clone(),
@@ -164,13 +263,19 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             } else {
                 ""
             },
-            if config.trace_endpoint {
+            if trace_endpoint {
                 ", trace endpoint on"
             } else {
                 ""
             },
         );
-        let summary = Server::new(router, config)
+        let server = if trace_endpoint {
+            let traces = TraceStore::new();
+            Server::new(traces.mount(router), config).with_traces(traces)
+        } else {
+            Server::new(router, config)
+        };
+        let summary = server
             .serve(listener, async {
                 shutdown_signal().await;
                 eprintln!("galleon: shutting down (in-flight responses finish first)");

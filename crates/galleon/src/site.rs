@@ -1,27 +1,25 @@
 //! The example site as a [`Router`]: every `pages/NAME.html.eex` at `/NAME`, static files at
 //! `/static/...`, the index at `/`, and the seed experiments' extra assigns.
 //!
-//! Every page is first rendered whole with its output capped at [`FULL_BODY_MAX`] bytes: a page
-//! that fits (all ordinary pages, `/blah?iters=1000`'s 410 KB) is sent with `content-length`. A
-//! bigger one (`/doom`) is rendered again with [`Engine::stream`] and goes out chunked, one chunk
-//! of `--chunk-bytes` at a time, so no query string can make the server hold more than
-//! `FULL_BODY_MAX` bytes of any page. Pages are served bare (no layout), so `/blah?iters=N` is
+//! Every page is rendered with [`Engine::render_or_stream`]: a page that ends within
+//! [`FULL_BODY_MAX`] bytes (all ordinary pages, `/blah?iters=1000`'s 410 KB) is sent whole with
+//! `content-length`; a longer one (`/doom`) goes out chunked, starting with what was already
+//! rendered and continuing from there, one chunk of `--chunk-bytes` at a time, so no query
+//! string can make the server hold more than about `FULL_BODY_MAX` bytes of any page. Pages are served bare (no layout), so `/blah?iters=N` is
 //! byte-identical to `galleon render site/pages/blah.html.eex --assign iters=N`; the layout wraps
 //! only the index.
 
 use std::cell::OnceCell;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context;
 use bytes::Bytes;
-use galleon_http::{
-    Body, IoList, Request, Response, Router, StatusCode, WritePolicy, sync_handler,
-};
+use galleon_http::{Body, IoList, Request, Response, Router, StatusCode, sync_handler};
 use galleon_iolist::escape_html_copy_into;
-use galleon_template::{Assigns, Engine, ErrorKind, Limits as TemplateLimits, TemplateId, Value};
+use galleon_template::{Assigns, Engine, ErrorKind, Rendered, TemplateId, Value};
 
 /// A page that ends within this many bytes is sent whole with `content-length`; a longer one is
 /// streamed. 4 MiB: ten times the seed's largest page (410 KB), small enough that 1000
@@ -36,10 +34,9 @@ pub(crate) const DEFAULT_STREAM_CHUNK: usize = 256 * 1024;
 
 /// The template engine's copy threshold when serving (see `galleon_template::DEFAULT_COPY_BELOW`,
 /// 256): 64 bytes, so blah-split's 205-byte halves stay referenced like blah's 410-byte blocks and
-/// the write policy alone decides what gets copied, into the connection's reused buffer. With the
-/// engine's 256, every `/blah-split` render copied 410 KB into a fresh, growing scratch buffer
-/// and ran at 0.72x of `/blah` in a first `bench/http.sh` run (0.91x after this change; 1.04x
-/// once renders stopped cloning a reference count per static piece, `bench/results/http.txt`);
+/// the write policy alone decides what gets copied, into the connection's reused buffer; with
+/// 256, every `/blah-split` render copied its 410 KB into a fresh scratch buffer and was much
+/// slower than `/blah` (`bench/results/http.txt`);
 /// the issue asks for the two within 5%.
 /// Values under 64 bytes (numbers, names) are still copied at render time, where one copy is
 /// cheaper than a segment.
@@ -65,24 +62,11 @@ const DEFAULT_STRING_COUNT: usize = 100;
 /// Most strings per response (`?count=` is clamped to this).
 const MAX_STRING_COUNT: usize = 100_000;
 
-/// Request header that picks the write policy for one response: `default`, `flatten` or
-/// `vectored` (how `bench/http.sh` compares policies against one server).
-pub(crate) const POLICY_HEADER: &str = "x-galleon-write-policy";
-
-/// One compiled copy of the site's templates.
-#[derive(Debug)]
-struct Engines {
-    /// For streamed pages.
-    engine: Engine,
-    /// The same templates, whole renders capped at [`FULL_BODY_MAX`] bytes.
-    whole: Engine,
-}
-
 /// What every page handler shares.
 #[derive(Debug)]
 struct Site {
     /// The compiled templates.
-    engines: Engines,
+    engine: Engine,
     pool: Vec<Value>,
     stream_chunk: usize,
     seq: AtomicU64,
@@ -93,7 +77,7 @@ struct Site {
 #[derive(Debug)]
 struct Page {
     page: String,
-    /// The page's template, looked up once (valid for both engines: they share the templates).
+    /// The page's template, looked up once.
     template: TemplateId,
     data: Option<Assigns>,
     /// `Some(n)`: `@strings` is picked from the first `n` strings of the pool.
@@ -105,12 +89,6 @@ pub(crate) fn router(dir: &Path, stream_chunk: usize) -> anyhow::Result<Router> 
     let engine = Engine::load(dir)
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .with_copy_below(SERVE_COPY_BELOW);
-    let whole = engine.clone().with_limits(TemplateLimits {
-        max_output: FULL_BODY_MAX,
-        ..engine.limits()
-    });
-    let engines = Engines { engine, whole };
-    let engine = &engines.engine;
     let mut data = HashMap::new();
     let mut pages = Vec::new();
     for name in engine.names() {
@@ -136,7 +114,7 @@ pub(crate) fn router(dir: &Path, stream_chunk: usize) -> anyhow::Result<Router> 
         }
     }
     let site = Arc::new(Site {
-        engines,
+        engine,
         pool: string_pool(),
         stream_chunk: stream_chunk.max(1),
         seq: AtomicU64::new(0x2545_f491_4f6c_dd1d),
@@ -155,7 +133,6 @@ pub(crate) fn router(dir: &Path, stream_chunk: usize) -> anyhow::Result<Router> 
         let path = format!("/{page}");
         let page = Arc::new(Page {
             template: site
-                .engines
                 .engine
                 .id(&format!("pages/{page}.html.eex"))
                 .map_err(|e| anyhow::anyhow!("{e}"))?,
@@ -180,7 +157,8 @@ pub(crate) fn router(dir: &Path, stream_chunk: usize) -> anyhow::Result<Router> 
         let root = static_root.clone();
         async move {
             let rel = req.param("path").unwrap_or_default().to_owned();
-            tokio::task::spawn_blocking(move || static_file(&root, &rel))
+            let ask = crate::static_files::Ask::of(&req);
+            tokio::task::spawn_blocking(move || crate::static_files::serve(&root, &rel, &ask))
                 .await
                 .unwrap_or_else(|_| Response::error(StatusCode::INTERNAL_SERVER_ERROR, "failed"))
         }
@@ -225,13 +203,13 @@ fn index(site: &Site, pages: &[String]) -> Response {
         list.push_static(b"</a></li>\n");
     }
     list.push_static(b"</ul>\n");
-    let engine = &site.engines.engine;
+    let engine = &site.engine;
     if engine.contains("layout.html.eex") {
         let mut a = Assigns::new();
         a.insert("inner_content", Value::safe(list));
         match engine.render("layout.html.eex", &a) {
             Ok(page) => Response::html(page),
-            Err(e) => Response::error(StatusCode::INTERNAL_SERVER_ERROR, e),
+            Err(e) => render_failed(&e, None),
         }
     } else {
         Response::html(list)
@@ -257,7 +235,9 @@ fn assign(
                 .clone(),
         );
     }
-    let from_query = req.query_value(name).map(|v| parse_assign(&v));
+    let from_query = req
+        .query_value(name)
+        .map(|v| crate::assign::parse_value(&v));
     from_query
         .or_else(|| page.data.as_ref()?.get(name).cloned())
         .or_else(|| (page.page == "doom" && name == "iters").then_some(DOOM_DEFAULT_ITERS.into()))
@@ -275,171 +255,44 @@ fn pick_strings(site: &Site, page: &Page, req: &Request) -> Value {
     Value::list((0..count).map(|_| site.pool[(rng.next() % modulus as u64) as usize].clone()))
 }
 
-/// A query value as an assign: JSON where it parses (`10`, `true`, `[1,2]`, `"x"`), else the
-/// string itself. Plain integers, the common case (`?iters=10`), skip the JSON parser; the
-/// result is the same (tested).
-fn parse_assign(v: &str) -> Value {
-    let digits = v.strip_prefix('-').unwrap_or(v);
-    let plain_int = !digits.is_empty()
-        && digits.bytes().all(|b| b.is_ascii_digit())
-        && !(digits.len() > 1 && digits.starts_with('0'))
-        && v != "-0";
-    if plain_int && let Ok(i) = v.parse::<i64>() {
-        return Value::Int(i);
-    }
-    match serde_json::from_str::<serde_json::Value>(v) {
-        Ok(json) => json.into(),
-        Err(_) => Value::str(v),
-    }
-}
-
 fn render_page(site: &Site, page: &Page, req: &Request) -> Response {
     let strings = OnceCell::new();
     let assign = |name: &str| assign(site, page, req, name, &strings);
-    // Whole first, within FULL_BODY_MAX: the engine sizes the list from the last render, and
-    // the response gets a content-length. A page past the limit is rendered again as a stream
-    // (with the same assigns: the strings pages pick their strings once).
-    let engines = &site.engines;
-    let resp = match engines.whole.render_with(page.template, assign) {
-        Ok(list) => Response::html(list),
-        Err(e) if e.kind() == ErrorKind::Limit => {
-            match engines
-                .engine
-                .stream_with(page.template, assign, site.stream_chunk)
-            {
-                Ok(stream) => Response::html(Body::iter(stream)),
-                Err(e) => return Response::error(StatusCode::INTERNAL_SERVER_ERROR, e),
-            }
-        }
-        Err(e) => return Response::error(StatusCode::INTERNAL_SERVER_ERROR, e),
-    };
-    match req
-        .header_str(POLICY_HEADER)
-        .and_then(|p| WritePolicy::from_name(p.trim()))
+    match site
+        .engine
+        .render_or_stream(page.template, assign, FULL_BODY_MAX, site.stream_chunk)
     {
-        Some(p) => resp.with_policy(p),
-        None => resp,
-    }
-}
-
-/// Content types by file extension; anything else is `application/octet-stream`.
-fn content_type(path: &Path) -> &'static str {
-    match path.extension().and_then(|e| e.to_str()).unwrap_or("") {
-        "html" | "htm" => "text/html; charset=utf-8",
-        "css" => "text/css; charset=utf-8",
-        "js" => "text/javascript; charset=utf-8",
-        "json" => "application/json",
-        "txt" => "text/plain; charset=utf-8",
-        "svg" => "image/svg+xml",
-        "png" => "image/png",
-        "jpg" | "jpeg" => "image/jpeg",
-        "gif" => "image/gif",
-        "ico" => "image/x-icon",
-        "woff2" => "font/woff2",
-        _ => "application/octet-stream",
-    }
-}
-
-/// Resolves `rel` (already percent-decoded) under `root`, refusing anything that could leave it:
-/// empty, `.` or `..` segments, backslashes, NULs, and symlinks pointing outside.
-pub(crate) fn resolve_static(root: &Path, rel: &str) -> Option<PathBuf> {
-    if rel.is_empty() || rel.contains('\0') || rel.contains('\\') {
-        return None;
-    }
-    let mut path = root.to_path_buf();
-    for seg in rel.split('/') {
-        if seg.is_empty() || seg == "." || seg == ".." {
-            return None;
+        Ok(Rendered::Whole(list)) => Response::html(list),
+        Ok(Rendered::Streaming { first, rest }) => {
+            Response::html(Body::iter(std::iter::once(Ok(first)).chain(rest)))
         }
-        path.push(seg);
+        Err(e) => render_failed(&e, Some(req)),
     }
-    let root = root.canonicalize().ok()?;
-    let real = path.canonicalize().ok()?;
-    (real.starts_with(&root) && real.is_file()).then_some(real)
 }
 
-fn static_file(root: &Path, rel: &str) -> Response {
-    let Some(path) = resolve_static(root, rel) else {
-        return Response::not_found();
-    };
-    let file = match std::fs::File::open(&path) {
-        Ok(f) => f,
-        Err(_) => return Response::not_found(),
-    };
-    let len = match file.metadata() {
-        Ok(m) => m.len(),
-        Err(_) => return Response::not_found(),
-    };
-    Response::new(StatusCode::OK, Body::file(file, len))
-        .with_header("content-type", content_type(&path))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The old rule, which the integer fast path must agree with.
-    fn via_json(v: &str) -> Value {
-        serde_json::from_str::<serde_json::Value>(v).map_or_else(|_| Value::str(v), Value::from)
-    }
-
-    #[test]
-    fn query_values_parse_as_json_or_stay_strings() {
-        for v in [
-            "0",
-            "10",
-            "-7",
-            "-0",
-            "007",
-            "-01",
-            "9223372036854775807",
-            "-9223372036854775808",
-            "9223372036854775808",
-            "99999999999999999999",
-            "1.5",
-            "1e3",
-            " 10",
-            "10 ",
-            "+1",
-            "-",
-            "",
-            "--1",
-            "1-",
-            "true",
-            "null",
-            "[1,2]",
-            "\"x\"",
-            "abc",
-            "{\"a\":1}",
-        ] {
-            assert_eq!(parse_assign(v), via_json(v), "{v:?}");
-        }
-        assert_eq!(parse_assign("10"), Value::Int(10));
-        assert_eq!(parse_assign("007"), Value::str("007"));
-    }
-
-    #[test]
-    fn static_paths_cannot_escape_the_root() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("static");
-        std::fs::create_dir_all(root.join("css")).unwrap();
-        std::fs::write(root.join("css/site.css"), "body{}").unwrap();
-        std::fs::write(dir.path().join("secret.txt"), "no").unwrap();
-        std::os::unix::fs::symlink(dir.path().join("secret.txt"), root.join("link.txt")).unwrap();
-        assert!(resolve_static(&root, "css/site.css").is_some());
-        for bad in [
-            "../secret.txt",
-            "css/../../secret.txt",
-            "./css/site.css",
-            "css//site.css",
-            "/etc/passwd",
-            "",
-            "css",
-            "link.txt",
-            "css\\..\\..\\secret.txt",
-            "css/site.css\0",
-        ] {
-            assert!(resolve_static(&root, bad).is_none(), "{bad:?} escaped");
-        }
+/// The answer to a page whose render failed. Its assigns come from the query string, so a
+/// failure on a value (a number where a list was due, a loop too long) with a query is the
+/// client's: 400. Anything else is the site's: 500. Either way the body is one short line; the
+/// full error, with the template's name, line and source, goes to the log only.
+fn render_failed(e: &galleon_template::Error, req: Option<&Request>) -> Response {
+    let from_query = req.is_some_and(|r| !r.query().is_empty())
+        && matches!(
+            e.kind(),
+            ErrorKind::TypeMismatch
+                | ErrorKind::UnknownKey
+                | ErrorKind::Arithmetic
+                | ErrorKind::Limit
+                | ErrorKind::Data
+        );
+    let target = req.map_or("/", |r| r.target());
+    if from_query {
+        tracing::info!(target, error = %e, "page refused: its query values do not fit");
+        Response::error(
+            StatusCode::BAD_REQUEST,
+            "the query's values do not fit this page",
+        )
+    } else {
+        tracing::error!(target, error = %e, "page render failed");
+        Response::error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
     }
 }

@@ -6,7 +6,8 @@ use std::io::{self, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
-use galleon_http::{Client, TRACE_HEADER, TRACE_PATH_PREFIX};
+use galleon_client::Client;
+use galleon_http::{TRACE_HEADER, TRACE_PATH_PREFIX};
 
 /// How long `galleon trace` waits on any one read or write before giving up: 30 s covers a
 /// large page on a busy machine; a stalled server is reported instead of waited on forever.
@@ -50,7 +51,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("connecting to {}", args.addr))?;
     let mut headers = vec![(TRACE_HEADER, token.as_str())];
     if let Some(p) = &args.write_policy {
-        headers.push((crate::site::POLICY_HEADER, p.as_str()));
+        headers.push((crate::serve::POLICY_HEADER, p.as_str()));
     }
     let mut counter = Counter(0);
     let resp = client

@@ -142,7 +142,7 @@ fn the_kernel_sees_the_calls_the_trace_reports() {
             "-o",
             prefix,
         ],
-        &[],
+        &["--trace-endpoint", "on"],
     );
     let addr = s.addr.to_string();
     let mut reports = Vec::new();

@@ -21,6 +21,16 @@ pub const DEFAULT_MAX_BODY_BYTES: u64 = 8 * 1024 * 1024;
 /// generous on loopback and cuts slowloris connections three times sooner.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Default [`Limits::body_read_timeout`]: 60 s for a whole request body, however it trickles in
+/// (each read may also stall for at most the head timeout). An 8 MiB body (the default limit)
+/// needs 140 KB/s to make it; a client that drips a byte at a time no longer holds its buffer
+/// for ever.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Default [`Limits::max_buffered_body_bytes`]: 256 MiB of request bodies held at once by all
+/// connections together. Without it, 4,096 connections could each hold an 8 MiB body (32 GiB).
+pub const DEFAULT_MAX_BUFFERED_BODY_BYTES: u64 = 256 * 1024 * 1024;
+
 /// Default [`Limits::idle_timeout`]: 60 s between a response and the next request's first byte,
 /// near nginx's `keepalive_timeout 75s`.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -55,6 +65,11 @@ pub struct Limits {
     /// Time allowed from the first byte of a request head (or the connection's opening) to its
     /// end; also the most a body read may stall.
     pub header_read_timeout: Duration,
+    /// Time allowed for a whole request body, from its first byte.
+    pub body_read_timeout: Duration,
+    /// Request bodies all connections together may hold at once; a body that does not fit is
+    /// refused with 503 before it is read (a chunked one as soon as it outgrows the room left).
+    pub max_buffered_body_bytes: u64,
     /// Time a kept-alive connection may wait for its next request.
     pub idle_timeout: Duration,
     /// Time the socket may take to accept one response or one chunk of a stream.
@@ -70,6 +85,8 @@ impl Default for Limits {
             max_headers: DEFAULT_MAX_HEADERS,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            max_buffered_body_bytes: DEFAULT_MAX_BUFFERED_BODY_BYTES,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
@@ -87,10 +104,11 @@ pub struct ServerConfig {
     pub write_policy: WritePolicy,
     /// Log every write call and its segments to stderr (`--trace-writes`).
     pub trace_writes: bool,
-    /// Record the writes of responses whose request carries `x-galleon-trace: TOKEN` and serve
-    /// them at `/.galleon/trace/TOKEN` (what `galleon trace` uses). Off by default: a trace shows
-    /// memory addresses.
-    pub trace_endpoint: bool,
+    /// A request header whose value (`default`, `flatten`, `vectored`, see
+    /// [`WritePolicy`]'s `FromStr`) picks the write policy of that request's response, over the
+    /// handler's and the server's: how `bench/http.sh` compares policies on one server. `None`
+    /// (the default): requests cannot choose.
+    pub policy_header: Option<&'static str>,
     /// How long in-flight responses may run after shutdown begins.
     pub shutdown_grace: Duration,
 }
@@ -101,7 +119,7 @@ impl Default for ServerConfig {
             limits: Limits::default(),
             write_policy: WritePolicy::default(),
             trace_writes: false,
-            trace_endpoint: false,
+            policy_header: None,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
         }
     }

@@ -14,10 +14,16 @@
 //!   previous one was written), or a file (sent with `sendfile`).
 //! - With [`ServerConfig::trace_writes`] every write call is logged like the seed's DTrace script
 //!   (`writev fd=12 iovcnt=11 bytes=410333`, then one line per segment); with
-//!   [`ServerConfig::trace_endpoint`] one response's writes can be fetched (see [`TRACE_HEADER`]).
+//!   [`Server::with_traces`] and the [`TraceStore`]'s route mounted, one response's writes can be
+//!   fetched (see [`TRACE_HEADER`]).
+//!
+//! Inside, `h1/` is the wire: `decode` (request heads, body framing, the chunked decoder: pure,
+//! no I/O), `encode` (response heads and chunk framing), and `conn` (the connection state
+//! machine that reads, dispatches through the [`Router`], and writes).
 //!
 //! ```
-//! use galleon_http::{Client, IoList, Request, Response, Router, Server, ServerConfig};
+//! use galleon_client::Client;
+//! use galleon_http::{IoList, Request, Response, Router, Server, ServerConfig};
 //!
 //! static GREETING: &str = "<p>Hello</p>\n";
 //!
@@ -68,30 +74,30 @@
 //!   every size a limit, and a panicking handler becomes a 500.
 //! - Responses on a connection go out in request order.
 
-mod client;
 mod config;
-mod conn;
 mod date;
+mod h1;
 mod request;
 mod response;
 mod router;
 mod sendfile;
 mod server;
 mod trace;
+mod trim;
 
-pub use client::{Client, ClientResponse};
 pub use config::{
-    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES,
-    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEAD_BYTES, DEFAULT_MAX_HEADERS, DEFAULT_SHUTDOWN_GRACE,
-    DEFAULT_WRITE_TIMEOUT, Limits, ServerConfig,
+    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_BUFFERED_BODY_BYTES, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HEAD_BYTES, DEFAULT_MAX_HEADERS, DEFAULT_SHUTDOWN_GRACE, DEFAULT_WRITE_TIMEOUT,
+    Limits, ServerConfig,
 };
 pub use galleon_iolist::{IoList, WritePolicy, WriteStats};
-pub use request::{Method, Request, parse_query, percent_decode, query_value};
+pub use request::{Method, Request, parse_query, percent_decode, query_value, split_query};
 pub use response::{Body, BoxError, ChunkIter, ChunkStream, Response, StatusCode};
 pub use router::{Handler, Reply, ResponseFuture, Router, SyncHandler, sync_handler};
 pub use server::{ServeSummary, Server, shutdown_signal};
 pub use trace::{
-    MAX_RECORDED_CALLS, MAX_RECORDED_SEGMENTS, MAX_TRACE_TOKEN, ResponseTrace, SHOWN_PREFIX,
-    SegmentRecord, Syscall, TRACE_HEADER, TRACE_PATH_PREFIX, TRACE_STORE_CAPACITY, WriteRecord,
-    valid_token,
+    MAX_RECORDED_CALLS, MAX_RECORDED_SEGMENTS, MAX_TRACE_SEGMENTS, MAX_TRACE_TOKEN, ResponseTrace,
+    SHOWN_PREFIX, SegmentRecord, Syscall, TRACE_HEADER, TRACE_PATH_PREFIX, TRACE_ROUTE,
+    TRACE_STORE_CAPACITY, TraceStore, WriteRecord, valid_token,
 };

@@ -102,6 +102,29 @@ impl fmt::Debug for Request {
 }
 
 impl Request {
+    /// A request parsed off the wire: `head` holds the bytes every range points into.
+    pub(crate) fn from_head(
+        method: Method,
+        head: Bytes,
+        path: Range<usize>,
+        query: Option<Range<usize>>,
+        headers: Vec<(Range<usize>, Range<usize>)>,
+        minor_version: u8,
+        peer: Option<SocketAddr>,
+    ) -> Request {
+        Request(Box::new(Parts {
+            method,
+            head,
+            path,
+            query,
+            headers,
+            minor_version,
+            body: Bytes::new(),
+            peer,
+            params: Vec::new(),
+        }))
+    }
+
     /// A request built by hand (for tests and for calling handlers directly). `target` is the
     /// path with an optional `?query`.
     pub fn new(method: Method, target: &str, headers: &[(&str, &str)], body: Bytes) -> Request {
@@ -136,7 +159,11 @@ impl Request {
 
     /// The path, as sent (still percent-encoded), without the query.
     pub fn path(&self) -> &str {
-        self.str_at(self.0.path.clone())
+        match self.str_at(self.0.path.clone()) {
+            // An absolute-form target without a path (`http://host?q`) means `/`.
+            "" => "/",
+            p => p,
+        }
     }
 
     /// The raw query string after `?`, or `""`.
@@ -217,6 +244,12 @@ impl Request {
         self.0.params = params;
     }
 
+    /// Sets the peer address (tests of peer-dependent handlers).
+    #[cfg(test)]
+    pub(crate) fn set_peer(&mut self, peer: Option<SocketAddr>) {
+        self.0.peer = peer;
+    }
+
     pub(crate) fn set_body(&mut self, body: Bytes) {
         self.0.body = body;
     }
@@ -227,101 +260,10 @@ impl Request {
     }
 }
 
-/// Why a request head was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HeadError {
-    /// Not HTTP/1.x syntax: 400.
-    Malformed,
-    /// More header lines than allowed: 431.
-    TooManyHeaders,
-}
-
-/// Parses a complete head from `buf`. `Ok(None)` means more bytes are needed; on success returns
-/// the head's length in bytes and a request whose ranges are relative to `buf[..len]`.
-pub(crate) fn parse_head(
+pub(crate) fn split_target(
+    target: Range<usize>,
     buf: &[u8],
-    max_headers: usize,
-) -> Result<Option<(usize, ParsedHead)>, HeadError> {
-    if max_headers <= STACK_HEADERS {
-        let mut storage = [httparse::EMPTY_HEADER; STACK_HEADERS];
-        parse_into(buf, &mut storage[..max_headers])
-    } else {
-        let mut storage = vec![httparse::EMPTY_HEADER; max_headers];
-        parse_into(buf, &mut storage)
-    }
-}
-
-/// Header slots kept on the stack while parsing: the default `max_headers`, so the common case
-/// allocates nothing (2 KiB of stack).
-const STACK_HEADERS: usize = crate::config::DEFAULT_MAX_HEADERS;
-
-fn parse_into<'b>(
-    buf: &'b [u8],
-    storage: &mut [httparse::Header<'b>],
-) -> Result<Option<(usize, ParsedHead)>, HeadError> {
-    let mut req = httparse::Request::new(storage);
-    let len = match req.parse(buf) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooManyHeaders),
-        Err(_) => return Err(HeadError::Malformed),
-    };
-    let base = buf.as_ptr() as usize;
-    let at = |s: &[u8]| {
-        let start = s.as_ptr() as usize - base;
-        start..start + s.len()
-    };
-    let method = Method::from_token(req.method.ok_or(HeadError::Malformed)?);
-    let target = req.path.ok_or(HeadError::Malformed)?;
-    if target.is_empty() {
-        return Err(HeadError::Malformed);
-    }
-    let minor_version = req.version.ok_or(HeadError::Malformed)?;
-    let mut headers = Vec::with_capacity(req.headers.len());
-    for h in req.headers.iter() {
-        headers.push((at(h.name.as_bytes()), at(h.value)));
-    }
-    let (path, query) = split_target(at(target.as_bytes()), buf);
-    Ok(Some((
-        len,
-        ParsedHead {
-            method,
-            path,
-            query,
-            headers,
-            minor_version,
-        },
-    )))
-}
-
-/// The parts of a head, before it is attached to its buffer.
-#[derive(Debug)]
-pub(crate) struct ParsedHead {
-    method: Method,
-    path: Range<usize>,
-    query: Option<Range<usize>>,
-    headers: Vec<(Range<usize>, Range<usize>)>,
-    minor_version: u8,
-}
-
-impl ParsedHead {
-    /// Attaches the head to its bytes (the `len` bytes `parse_head` consumed).
-    pub(crate) fn into_request(self, head: Bytes, peer: Option<SocketAddr>) -> Request {
-        Request(Box::new(Parts {
-            method: self.method,
-            head,
-            path: self.path,
-            query: self.query,
-            headers: self.headers,
-            minor_version: self.minor_version,
-            body: Bytes::new(),
-            peer,
-            params: Vec::new(),
-        }))
-    }
-}
-
-fn split_target(target: Range<usize>, buf: &[u8]) -> (Range<usize>, Option<Range<usize>>) {
+) -> (Range<usize>, Option<Range<usize>>) {
     match buf[target.clone()].iter().position(|&b| b == b'?') {
         Some(q) => (
             target.start..target.start + q,
@@ -372,14 +314,14 @@ fn hex_val(c: u8) -> Option<u8> {
 
 /// Splits a query string into decoded pairs; `a` alone is `("a", "")`; bad pairs are skipped.
 pub fn parse_query(q: &str) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)> {
-    query_parts(q).filter_map(|(k, v)| Some((percent_decode(k, true)?, percent_decode(v, true)?)))
+    split_query(q).filter_map(|(k, v)| Some((percent_decode(k, true)?, percent_decode(v, true)?)))
 }
 
 /// The decoded value of the last pair of `q` named `name`, as `parse_query` would give it (pairs
 /// that do not decode are skipped), decoding only the names that need it and the value found.
 pub fn query_value<'q>(q: &'q str, name: &str) -> Option<Cow<'q, str>> {
     let mut found = None;
-    for (k, v) in query_parts(q) {
+    for (k, v) in split_query(q) {
         let named = if k.bytes().any(|b| b == b'%' || b == b'+') {
             percent_decode(k, true).is_some_and(|k| k == name)
         } else {
@@ -393,7 +335,10 @@ pub fn query_value<'q>(q: &'q str, name: &str) -> Option<Cow<'q, str>> {
 }
 
 /// The raw `(name, value)` of each non-empty `&`-separated pair; `a` alone is `("a", "")`.
-fn query_parts(q: &str) -> impl Iterator<Item = (&str, &str)> {
+/// A query string's `(key, value)` pairs as they are, not decoded (empty pairs skipped, a pair
+/// without `=` has an empty value): for callers that decode with rules of their own, e.g.
+/// refusing a bad escape instead of skipping its pair as [`parse_query`] does.
+pub fn split_query(q: &str) -> impl Iterator<Item = (&str, &str)> {
     // Split on bytes: a `char` pattern searches with a `memcmp` call per candidate, which showed
     // in profiles of small pages.
     let mut rest = Some(q);
@@ -483,48 +428,6 @@ mod tests {
             query_value("iters=10", "iters"),
             Some(Cow::Borrowed("10"))
         ));
-    }
-
-    #[test]
-    fn parses_target_and_headers_as_ranges() {
-        let raw = b"GET /blah?iters=10&x=a+b%21 HTTP/1.1\r\nHost: h\r\nX-Y: z\r\n\r\nrest";
-        let (len, head) = parse_head(raw, 8).unwrap().unwrap();
-        assert_eq!(&raw[len..], b"rest");
-        let req = head.into_request(Bytes::copy_from_slice(&raw[..len]), None);
-        assert_eq!(req.method(), &Method::Get);
-        assert_eq!(req.path(), "/blah");
-        assert_eq!(req.query(), "iters=10&x=a+b%21");
-        assert_eq!(req.target(), "/blah?iters=10&x=a+b%21");
-        assert_eq!(req.header("host"), Some(&b"h"[..]));
-        assert_eq!(req.header_str("x-y"), Some("z"));
-        assert_eq!(
-            req.query_pairs().collect::<Vec<_>>(),
-            vec![("iters".into(), "10".into()), ("x".into(), "a b!".into())]
-        );
-        // Nothing to decode: borrowed from the head, not allocated.
-        assert!(matches!(
-            req.query_pairs().next(),
-            Some((Cow::Borrowed(_), Cow::Borrowed(_)))
-        ));
-    }
-
-    #[test]
-    fn partial_and_malformed_heads() {
-        assert!(
-            parse_head(b"GET / HTTP/1.1\r\nHost: h\r\n", 8)
-                .unwrap()
-                .is_none()
-        );
-        assert_eq!(
-            parse_head(b"GET / HTTP/1.1\r\nBad Header\r\n\r\n", 8).unwrap_err(),
-            HeadError::Malformed
-        );
-        assert_eq!(
-            parse_head(b"\x00\x01\x02 / HTTP/1.1\r\n\r\n", 8).unwrap_err(),
-            HeadError::Malformed
-        );
-        let many = b"GET / HTTP/1.1\r\na: 1\r\nb: 2\r\nc: 3\r\n\r\n";
-        assert_eq!(parse_head(many, 2).unwrap_err(), HeadError::TooManyHeaders);
     }
 
     #[test]

@@ -24,6 +24,8 @@ impl StatusCode {
     pub const CREATED: StatusCode = StatusCode(201);
     /// 204 No Content
     pub const NO_CONTENT: StatusCode = StatusCode(204);
+    /// 206 Partial Content
+    pub const PARTIAL_CONTENT: StatusCode = StatusCode(206);
     /// 304 Not Modified
     pub const NOT_MODIFIED: StatusCode = StatusCode(304);
     /// 400 Bad Request
@@ -40,6 +42,8 @@ impl StatusCode {
     pub const CONTENT_TOO_LARGE: StatusCode = StatusCode(413);
     /// 422 Unprocessable Content
     pub const UNPROCESSABLE: StatusCode = StatusCode(422);
+    /// 416 Range Not Satisfiable
+    pub const RANGE_NOT_SATISFIABLE: StatusCode = StatusCode(416);
     /// 431 Request Header Fields Too Large
     pub const HEADERS_TOO_LARGE: StatusCode = StatusCode(431);
     /// 500 Internal Server Error
@@ -48,30 +52,6 @@ impl StatusCode {
     pub const NOT_IMPLEMENTED: StatusCode = StatusCode(501);
     /// 503 Service Unavailable
     pub const SERVICE_UNAVAILABLE: StatusCode = StatusCode(503);
-
-    /// The status line for this code, `HTTP/1.1 200 OK\r\n`, as a static string for the common
-    /// codes (so the head's first segment is never copied) or `None` for the others.
-    pub(crate) fn static_line(self) -> Option<&'static str> {
-        Some(match self.0 {
-            100 => "HTTP/1.1 100 Continue\r\n",
-            200 => "HTTP/1.1 200 OK\r\n",
-            201 => "HTTP/1.1 201 Created\r\n",
-            204 => "HTTP/1.1 204 No Content\r\n",
-            304 => "HTTP/1.1 304 Not Modified\r\n",
-            400 => "HTTP/1.1 400 Bad Request\r\n",
-            404 => "HTTP/1.1 404 Not Found\r\n",
-            405 => "HTTP/1.1 405 Method Not Allowed\r\n",
-            408 => "HTTP/1.1 408 Request Timeout\r\n",
-            409 => "HTTP/1.1 409 Conflict\r\n",
-            413 => "HTTP/1.1 413 Content Too Large\r\n",
-            422 => "HTTP/1.1 422 Unprocessable Content\r\n",
-            431 => "HTTP/1.1 431 Request Header Fields Too Large\r\n",
-            500 => "HTTP/1.1 500 Internal Server Error\r\n",
-            501 => "HTTP/1.1 501 Not Implemented\r\n",
-            503 => "HTTP/1.1 503 Service Unavailable\r\n",
-            _ => return None,
-        })
-    }
 
     /// True for statuses that never carry a body (1xx, 204, 304).
     pub fn is_bodiless(self) -> bool {
@@ -97,7 +77,8 @@ pub(crate) enum BodyKind {
     Full(IoList),
     Stream(ChunkStream),
     Iter(ChunkIter),
-    File(std::fs::File, u64),
+    /// A file, from an offset, this many bytes.
+    File(std::fs::File, u64, u64),
 }
 
 impl Body {
@@ -145,8 +126,14 @@ impl Body {
     /// The first `len` bytes of a file, sent with `sendfile(2)` (the file's own offset is not
     /// used or moved).
     pub fn file(file: std::fs::File, len: u64) -> Body {
+        Body::file_range(file, 0, len)
+    }
+
+    /// `len` bytes of a file from byte `offset` on (a `206 Partial Content` answer to a
+    /// `Range` request), sent with `sendfile(2)`.
+    pub fn file_range(file: std::fs::File, offset: u64, len: u64) -> Body {
         Body {
-            kind: BodyKind::File(file, len),
+            kind: BodyKind::File(file, offset, len),
         }
     }
 
@@ -154,7 +141,7 @@ impl Body {
     pub fn len(&self) -> Option<u64> {
         match &self.kind {
             BodyKind::Full(l) => Some(l.len() as u64),
-            BodyKind::File(_, n) => Some(*n),
+            BodyKind::File(_, _, n) => Some(*n),
             BodyKind::Stream(_) | BodyKind::Iter(_) => None,
         }
     }
@@ -179,7 +166,7 @@ impl fmt::Debug for Body {
             BodyKind::Full(l) => f.debug_tuple("Body::Full").field(l).finish(),
             BodyKind::Stream(_) => f.write_str("Body::Stream"),
             BodyKind::Iter(_) => f.write_str("Body::Iter"),
-            BodyKind::File(_, n) => f.debug_tuple("Body::File").field(n).finish(),
+            BodyKind::File(_, at, n) => f.debug_tuple("Body::File").field(at).field(n).finish(),
         }
     }
 }
@@ -314,96 +301,11 @@ impl Response {
 /// response allocates nothing for them.
 pub(crate) type HeaderList = SmallVec<[(Cow<'static, str>, Cow<'static, str>); 2]>;
 
-// Statics, not consts: every use is then the same address, which `is_html_only` relies on.
-static CONTENT_TYPE: &str = "content-type";
-static HTML: &str = "text/html; charset=utf-8";
+// Statics, not consts: every use is then the same address, which the head encoder's fast path
+// (`h1::encode`) relies on.
+pub(crate) static CONTENT_TYPE: &str = "content-type";
+pub(crate) static HTML: &str = "text/html; charset=utf-8";
 const TEXT: &str = "text/plain; charset=utf-8";
-
-/// What [`write_head`] sends for `200` with only [`Response::html`]'s header.
-const HTML_OK_HEAD: &str = "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\n";
-
-/// Whether `headers` is exactly the header [`Response::html`] sets (by address: the constants
-/// themselves, so a match can only be those bytes).
-fn is_html_only(headers: &HeaderList) -> bool {
-    matches!(&headers[..], [(Cow::Borrowed(n), Cow::Borrowed(v))]
-        if std::ptr::eq(*n, CONTENT_TYPE) && std::ptr::eq(*v, HTML))
-}
-
-/// How the body is framed on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Framing {
-    /// `content-length: N`.
-    Length(u64),
-    /// `transfer-encoding: chunked`.
-    Chunked,
-    /// Neither: the body runs to the connection's close (HTTP/1.0 streams).
-    Close,
-    /// No body and no length header (1xx, 204, 304).
-    None,
-}
-
-/// Appends the response head to `out`: status line, the handler's headers, framing, `date`,
-/// `connection`, all copied in one pass into one scratch run ([`IoList::push_copy_with`]). One
-/// run, not a static status line beside the rest: a lone small segment in front of a large
-/// body is handed to `writev` where it lies, where two would first be copied together again.
-pub(crate) fn write_head(
-    out: &mut IoList,
-    status: StatusCode,
-    headers: &HeaderList,
-    framing: Framing,
-    keep_alive: KeepAlive,
-) {
-    out.push_copy_with(|b| {
-        if status == StatusCode::OK && is_html_only(headers) {
-            // The usual page: status line and header in one copy.
-            b.push(HTML_OK_HEAD.as_bytes());
-        } else {
-            match status.static_line() {
-                Some(line) => b.push(line.as_bytes()),
-                None => {
-                    let mut digits = [0u8; 20];
-                    b.push(b"HTTP/1.1 ");
-                    b.push(fmt_u64(u64::from(status.0), &mut digits));
-                    b.push(b" Status\r\n");
-                }
-            }
-            // Checked by `Response::with_header`, the only way in.
-            for (n, v) in headers {
-                b.push(n.as_bytes());
-                b.push(b": ");
-                b.push(v.as_bytes());
-                b.push(b"\r\n");
-            }
-        }
-        match framing {
-            Framing::Length(n) => {
-                let mut digits = [0u8; 20];
-                b.push(b"content-length: ");
-                b.push(fmt_u64(n, &mut digits));
-                b.push(b"\r\ndate: ");
-            }
-            Framing::Chunked => b.push(b"transfer-encoding: chunked\r\ndate: "),
-            Framing::Close | Framing::None => b.push(b"date: "),
-        }
-        crate::date::with_date(|d| b.push(d));
-        b.push(match keep_alive {
-            KeepAlive::Close => b"\r\nconnection: close\r\n\r\n",
-            KeepAlive::KeepAlive10 => b"\r\nconnection: keep-alive\r\n\r\n",
-            KeepAlive::Default => b"\r\n\r\n",
-        });
-    });
-}
-
-/// What the `connection` header says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum KeepAlive {
-    /// HTTP/1.1 default: nothing to say.
-    Default,
-    /// HTTP/1.0 client that asked for keep-alive.
-    KeepAlive10,
-    /// This is the last response on the connection.
-    Close,
-}
 
 fn valid_header(n: &str, v: &str) -> bool {
     !n.is_empty()
@@ -411,112 +313,14 @@ fn valid_header(n: &str, v: &str) -> bool {
         && v.bytes().all(|b| b != b'\r' && b != b'\n' && b != 0)
 }
 
-/// Formats `n` in decimal into `buf`, returning the digits.
-pub(crate) fn fmt_u64(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    &buf[i..]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn head_has_length_date_and_status() {
-        let mut out = IoList::new();
-        let headers: HeaderList = smallvec::smallvec![("content-type".into(), "text/html".into())];
-        write_head(
-            &mut out,
-            StatusCode::OK,
-            &headers,
-            Framing::Length(410333),
-            KeepAlive::Default,
-        );
-        let s = String::from_utf8(out.to_vec()).unwrap();
-        assert!(s.starts_with("HTTP/1.1 200 OK\r\ncontent-type: text/html\r\n"));
-        assert!(s.contains("content-length: 410333\r\n"));
-        assert!(s.contains("\r\ndate: "));
-        assert!(s.ends_with(" GMT\r\n\r\n"), "{s:?}");
-        assert_eq!(out.segment_count(), 1, "the whole head is one scratch run");
-    }
-
-    #[test]
-    fn the_html_fast_path_sends_what_the_general_path_sends() {
-        let head = |resp: Response| {
-            let parts = resp.into_parts();
-            let mut out = IoList::new();
-            write_head(
-                &mut out,
-                parts.status,
-                &parts.headers,
-                Framing::Length(7),
-                KeepAlive::Default,
-            );
-            String::from_utf8(out.to_vec()).unwrap()
-        };
-        let fast = head(Response::html("x"));
-        assert!(is_html_only(&Response::html("x").into_parts().headers));
-        // The same header given by hand (owned strings) takes the general path.
-        let general = head(
-            Response::new(StatusCode::OK, "x")
-                .with_header(String::from(CONTENT_TYPE), String::from(HTML)),
-        );
-        let strip_date = |s: &str| s[..s.find("date: ").unwrap()].to_owned();
-        assert_eq!(strip_date(&fast), strip_date(&general));
-        assert_eq!(
-            strip_date(&fast),
-            "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: 7\r\n"
-        );
-        // Another status or a second header is not the fast path.
-        assert!(head(Response::html("x").with_header("x-a", "b")).contains("x-a: b\r\n"));
-        let created = Response::new(StatusCode(201), "x");
-        assert!(head(created).starts_with("HTTP/1.1 201 Created\r\n"));
-    }
-
-    #[test]
-    fn header_injection_is_dropped() {
-        let resp = Response::new(StatusCode(299), Body::empty())
-            .with_header("x-bad", "a\r\nset-cookie: evil")
-            .with_header("x-bad:", "colon")
-            .with_header("", "empty name")
-            .with_header("x-nul", "a\0b")
-            .with_header("x-good", "ok");
-        let parts = resp.into_parts();
-        assert_eq!(parts.headers.len(), 1);
-        let mut out = IoList::new();
-        write_head(
-            &mut out,
-            parts.status,
-            &parts.headers,
-            Framing::None,
-            KeepAlive::Close,
-        );
-        let s = String::from_utf8(out.to_vec()).unwrap();
-        assert!(s.starts_with("HTTP/1.1 299 Status\r\n"));
-        assert!(!s.contains("evil"));
-        assert!(s.contains("x-good: ok\r\n"));
-        assert!(s.ends_with("connection: close\r\n\r\n"));
-    }
 
     #[test]
     fn the_unchecked_headers_are_valid() {
         for (n, v) in [(CONTENT_TYPE, HTML), (CONTENT_TYPE, TEXT)] {
             assert!(valid_header(n, v), "{n}: {v}");
         }
-    }
-
-    #[test]
-    fn decimal_formatting() {
-        let mut b = [0u8; 20];
-        assert_eq!(fmt_u64(0, &mut b), b"0");
-        assert_eq!(fmt_u64(u64::MAX, &mut b), b"18446744073709551615");
     }
 }

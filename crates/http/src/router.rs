@@ -2,8 +2,11 @@
 
 use std::fmt;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
+
+use futures::FutureExt as _;
 
 use crate::request::{Method, Request, percent_decode};
 use crate::response::{Response, StatusCode};
@@ -132,6 +135,20 @@ impl Pattern {
 
     /// Matches a raw (percent-encoded) path; returns the decoded parameters.
     fn matches(&self, path: &str) -> Option<Vec<(String, String)>> {
+        self.walk(path, |s| percent_decode(s, false).map(|c| c.into_owned()))
+    }
+
+    /// Whether the path has this pattern's shape, whatever its escapes decode to (or fail to).
+    fn shape_matches(&self, path: &str) -> bool {
+        self.walk(path, |_| Some(String::new())).is_some()
+    }
+
+    /// Matches `path` segment by segment, reading each parameter with `decode`.
+    fn walk(
+        &self,
+        path: &str,
+        decode: impl Fn(&str) -> Option<String>,
+    ) -> Option<Vec<(String, String)>> {
         if let Some(exact) = &self.exact {
             return (path == exact).then(Vec::new);
         }
@@ -143,7 +160,7 @@ impl Pattern {
             match piece {
                 Piece::Rest(name) => {
                     let tail = rest.get(consumed..).unwrap_or("");
-                    params.push((name.clone(), percent_decode(tail, false)?.into_owned()));
+                    params.push((name.clone(), decode(tail)?));
                     return Some(params);
                 }
                 Piece::Literal(lit) => {
@@ -158,7 +175,7 @@ impl Pattern {
                     if s.is_empty() {
                         return None;
                     }
-                    params.push((name.clone(), percent_decode(s, false)?.into_owned()));
+                    params.push((name.clone(), decode(s)?));
                     consumed += s.len() + 1;
                 }
             }
@@ -211,9 +228,10 @@ impl fmt::Debug for Router {
 /// What the router decided for a request. The handler is borrowed from the router: cloning its
 /// `Arc` would be an atomic increment and decrement per request on a count that every worker
 /// thread shares.
-pub(crate) enum Dispatch<'r> {
+enum Dispatch<'r> {
     Handler(&'r dyn Handler, Vec<(String, String)>),
     MethodNotAllowed(Vec<Method>),
+    BadEscape,
     NotFound,
 }
 
@@ -260,13 +278,54 @@ impl Router {
         self.routes.is_empty()
     }
 
-    /// Runs the request through the router and its handler (for tests and embedding; the server
-    /// calls the same logic).
-    pub async fn handle(&self, req: Request) -> Response {
-        crate::conn::run_handler(self, req).await
+    /// Routes a request and runs its handler: what the server does with every request, and how
+    /// tests and embedders call a router directly. A handler that panics becomes a 500 (logged);
+    /// a path no route matches is the fallback's, or 404; a path that other methods match, 405.
+    ///
+    /// # Examples
+    /// ```
+    /// use bytes::Bytes;
+    /// use galleon_http::{Method, Request, Response, Router};
+    ///
+    /// let router = Router::new().get("/hello", |_req: Request| async { Response::html("hi") });
+    /// let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// let resp = rt.block_on(router.handle(Request::new(Method::Get, "/hello", &[], Bytes::new())));
+    /// assert_eq!(resp.status().0, 200);
+    /// let resp = rt.block_on(router.handle(Request::new(Method::Post, "/hello", &[], Bytes::new())));
+    /// assert_eq!(resp.status().0, 405);
+    /// ```
+    pub async fn handle(&self, mut req: Request) -> Response {
+        if req.path() == "*" {
+            // The asterisk form asks about the server as a whole, and only with OPTIONS.
+            return match req.method() {
+                Method::Options => Response::new(StatusCode::OK, "")
+                    .with_header("allow", "GET, HEAD, POST, OPTIONS"),
+                _ => Response::error(StatusCode::BAD_REQUEST, "`*` is a target for OPTIONS only"),
+            };
+        }
+        match self.dispatch(req.method(), req.path()) {
+            Dispatch::Handler(h, params) => {
+                req.set_params(params);
+                let r = match std::panic::catch_unwind(AssertUnwindSafe(|| h.call(req))) {
+                    Ok(Reply::Ready(resp)) => Ok(resp),
+                    Ok(Reply::Later(f)) => AssertUnwindSafe(f).catch_unwind().await,
+                    Err(p) => Err(p),
+                };
+                r.unwrap_or_else(|_| {
+                    tracing::error!("handler panicked");
+                    Response::error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+                })
+            }
+            Dispatch::MethodNotAllowed(allowed) => method_not_allowed(&allowed),
+            Dispatch::BadEscape => Response::error(
+                StatusCode::BAD_REQUEST,
+                "malformed percent-escape in the path",
+            ),
+            Dispatch::NotFound => Response::not_found(),
+        }
     }
 
-    pub(crate) fn dispatch(&self, method: &Method, path: &str) -> Dispatch<'_> {
+    fn dispatch(&self, method: &Method, path: &str) -> Dispatch<'_> {
         let mut allowed = Vec::new();
         let mut head_fallback = None;
         for r in &self.routes {
@@ -292,6 +351,11 @@ impl Router {
             }
             return Dispatch::MethodNotAllowed(allowed);
         }
+        // A path that would match a route but for an escape that does not decode (`%zz`, or
+        // one that is not UTF-8) is the client's mistake, not an unknown page.
+        if self.routes.iter().any(|r| r.pattern.shape_matches(path)) {
+            return Dispatch::BadEscape;
+        }
         match &self.fallback {
             Some(h) => Dispatch::Handler(&**h, Vec::new()),
             None => Dispatch::NotFound,
@@ -300,7 +364,7 @@ impl Router {
 }
 
 /// The 405 response for a path that exists under other methods.
-pub(crate) fn method_not_allowed(allowed: &[Method]) -> Response {
+fn method_not_allowed(allowed: &[Method]) -> Response {
     let allow = allowed
         .iter()
         .map(Method::as_str)
@@ -401,5 +465,19 @@ mod tests {
             _ => panic!("expected 405"),
         }
         assert!(matches!(r.dispatch(&Method::Get, "/c"), Dispatch::NotFound));
+        // Regression (issue 13, class 11): a bad escape in a parameter was a 404.
+        let r = Router::new().get("/streams/{s}", |_r: Request| async { Response::html("s") });
+        assert!(matches!(
+            r.dispatch(&Method::Get, "/streams/a%zz"),
+            Dispatch::BadEscape
+        ));
+        assert!(matches!(
+            r.dispatch(&Method::Get, "/streams/%ff"),
+            Dispatch::BadEscape
+        ));
+        assert!(matches!(
+            r.dispatch(&Method::Get, "/other/a%zz"),
+            Dispatch::NotFound
+        ));
     }
 }

@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::config::ServerConfig;
-use crate::conn::{Shared, serve_connection};
+use crate::h1::{Shared, serve_connection};
 use crate::router::Router;
 use crate::trace::TraceStore;
 
@@ -21,6 +21,15 @@ use crate::trace::TraceStore;
 /// not turn the accept loop into a busy loop (hyper's `AddrIncoming` sleeps 1 s; 100 ms recovers
 /// sooner once descriptors free up).
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Least time between two warnings of a failing `accept` (out of descriptors, say), so a full
+/// file table does not flood the log.
+const ACCEPT_WARNING_INTERVAL: Duration = Duration::from_secs(1);
+
+/// `EMFILE` or `ENFILE`: the process or the system has no descriptor left.
+fn is_out_of_descriptors(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
+}
 
 /// Connections over the cap being answered 503 at once; beyond this many the extra ones are
 /// just closed. Bounds the work a connection flood can cause.
@@ -35,6 +44,25 @@ content-length: 26\r\nretry-after: 1\r\nconnection: close\r\n\r\n503 too many co
 
 /// An HTTP/1.1 server: a [`Router`] and a [`ServerConfig`], run on a listener until a shutdown
 /// future completes.
+///
+/// # Examples
+/// ```
+/// use galleon_http::{Request, Response, Router, Server, ServerConfig};
+///
+/// let rt = tokio::runtime::Runtime::new().unwrap();
+/// rt.block_on(async {
+///     let router = Router::new().get("/", |_req: Request| async { Response::html("hi\n") });
+///     let mut config = ServerConfig::default();
+///     config.limits.max_connections = 100;
+///     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+///     // Serves until the shutdown future completes: here at once, so it returns.
+///     let summary = Server::new(router, config)
+///         .serve(listener, async {})
+///         .await
+///         .unwrap();
+///     assert_eq!(summary.connections, 0);
+/// });
+/// ```
 #[derive(Debug)]
 pub struct Server {
     shared: Arc<Shared>,
@@ -58,8 +86,25 @@ impl Server {
             shared: Arc::new(Shared {
                 router,
                 config,
-                traces: TraceStore::default(),
+                traces: None,
+                buffered_body_bytes: AtomicU64::new(0),
                 stopping: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// Records the writes of every response whose request carries [`TRACE_HEADER`]`: TOKEN`
+    /// into `traces`, where [`TraceStore::handler`], mounted on a route, serves them. Off unless
+    /// called: a trace shows memory addresses.
+    ///
+    /// [`TRACE_HEADER`]: crate::TRACE_HEADER
+    pub fn with_traces(self, traces: TraceStore) -> Server {
+        let shared = Arc::try_unwrap(self.shared)
+            .unwrap_or_else(|_| unreachable!("a server not yet serving has one owner"));
+        Server {
+            shared: Arc::new(Shared {
+                traces: Some(traces),
+                ..shared
             }),
         }
     }
@@ -85,18 +130,52 @@ impl Server {
         let mut tasks = JoinSet::new();
         let mut summary = ServeSummary::default();
         tokio::pin!(shutdown);
+        // One descriptor held back for the moment the process runs out: freed, it lets the
+        // accept loop take a waiting connection and answer 503 instead of leaving it hanging.
+        let mut spare_fd = std::fs::File::open("/dev/null").ok();
+        let mut last_accept_warning: Option<Instant> = None;
+        // Connections closed since freed memory was last given back (see `trim.rs`).
+        let mut closed_since_trim = 0u64;
+        let mut closed_this_tick = 0u64;
+        let mut trim_tick = tokio::time::interval(crate::trim::TRIM_INTERVAL);
+        trim_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 biased;
                 _ = &mut shutdown => break,
-                Some(done) = tasks.join_next(), if !tasks.is_empty() => log_join(done),
+                Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                    closed_since_trim += 1;
+                    closed_this_tick += 1;
+                    log_join(done);
+                }
+                _ = trim_tick.tick() => {
+                    if crate::trim::should_trim(closed_since_trim, closed_this_tick) {
+                        closed_since_trim = 0;
+                        tokio::task::spawn_blocking(crate::trim::release_free_memory);
+                    }
+                    closed_this_tick = 0;
+                }
                 accepted = listener.accept() => {
                     let (stream, peer) = match accepted {
                         Ok(a) => a,
                         Err(e) if is_connection_error(&e) => continue,
                         Err(e) => {
-                            tracing::warn!(error = %e, "accept failed; backing off");
-                            tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
+                            if last_accept_warning.is_none_or(|t| t.elapsed() >= ACCEPT_WARNING_INTERVAL) {
+                                tracing::warn!(error = %e, "accept failed; refusing new connections with 503 until it recovers");
+                                last_accept_warning = Some(Instant::now());
+                            }
+                            if is_out_of_descriptors(&e) && let Some(fd) = spare_fd.take() {
+                                // Give the waiting client an answer instead of a hang: free the
+                                // spare descriptor, take the connection, say 503, close.
+                                drop(fd);
+                                if let Ok(Ok((stream, _))) = tokio::time::timeout(ACCEPT_ERROR_BACKOFF, listener.accept()).await {
+                                    summary.refused += 1;
+                                    let _ = stream.try_write(BUSY_RESPONSE);
+                                }
+                                spare_fd = std::fs::File::open("/dev/null").ok();
+                            } else {
+                                tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
+                            }
                             continue;
                         }
                     };

@@ -7,7 +7,9 @@
 //! under TOKEN (the last [`TRACE_STORE_CAPACITY`] are kept) and `GET /.galleon/trace/TOKEN`
 //! returns it as text, in the format of [`ResponseTrace`]'s `Display`. A client sends both
 //! requests on one keep-alive connection: requests are answered in order, so the trace is stored
-//! before the second request is read. Both need [`ServerConfig::trace_endpoint`](crate::ServerConfig).
+//! before the second request is read. Recording needs [`Server::with_traces`](crate::Server), and
+//! the endpoint is an ordinary route ([`TRACE_ROUTE`] with [`TraceStore::handler`]) that the
+//! application mounts, or not.
 
 use std::collections::VecDeque;
 use std::fmt::{self, Write as _};
@@ -16,11 +18,18 @@ use std::sync::{Arc, Mutex};
 
 use galleon_iolist::{WriteStats, WriteTracer};
 
+use crate::request::Request;
+use crate::response::{Response, StatusCode};
+use crate::router::{Handler, Router, sync_handler};
+
 /// Request header that asks for the response's writes to be recorded under a token.
 pub const TRACE_HEADER: &str = "x-galleon-trace";
 
 /// Path prefix of the trace endpoint: `GET /.galleon/trace/TOKEN`.
 pub const TRACE_PATH_PREFIX: &str = "/.galleon/trace/";
+
+/// The trace endpoint's route pattern, for [`Router::get`] with [`TraceStore::handler`].
+pub const TRACE_ROUTE: &str = "/.galleon/trace/{token}";
 
 /// How many recorded traces the server keeps; the oldest is dropped first. 64 is plenty for a
 /// person running `galleon trace` and bounds the memory a client can make the server hold.
@@ -38,6 +47,12 @@ pub const SHOWN_PREFIX: usize = 24;
 
 /// Most write calls recorded for one traced response (a traced 3 GB stream keeps the first ones).
 pub const MAX_RECORDED_CALLS: usize = 10_000;
+
+/// Most segments listed over all the calls of one traced response; later calls are still counted
+/// and shown, their segments not. Bounds what the store holds: at most
+/// [`TRACE_STORE_CAPACITY`] traces of this many ~80-byte records (about 20 MiB in all), where the
+/// per-call cap alone allowed gigabytes.
+pub const MAX_TRACE_SEGMENTS: usize = 4096;
 
 /// The system call a record describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +144,8 @@ pub struct ResponseTrace {
     pub dropped_calls: u64,
     /// The writer's statistics for this response (`sendfile` calls included).
     pub stats: WriteStats,
+    /// Segments listed so far, against [`MAX_TRACE_SEGMENTS`].
+    pub(crate) listed_segments: usize,
 }
 
 impl fmt::Display for ResponseTrace {
@@ -212,6 +229,10 @@ pub(crate) fn collect(sink: &Mutex<Option<ResponseTrace>>, r: WriteRecord) {
     let mut g = sink.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(t) = g.as_mut() {
         if t.calls.len() < MAX_RECORDED_CALLS {
+            let mut r = r;
+            r.segments
+                .truncate(MAX_TRACE_SEGMENTS.saturating_sub(t.listed_segments));
+            t.listed_segments += r.segments.len();
             t.calls.push(r);
         } else {
             t.dropped_calls += 1;
@@ -239,13 +260,53 @@ impl WriteTracer for ConnTracer {
     }
 }
 
-/// The last [`TRACE_STORE_CAPACITY`] recorded traces, by token.
-#[derive(Debug, Default)]
-pub(crate) struct TraceStore {
-    entries: Mutex<VecDeque<(String, ResponseTrace)>>,
+/// The last [`TRACE_STORE_CAPACITY`] recorded traces, by token. Cloning shares the store: give
+/// one clone to [`Server::with_traces`](crate::Server::with_traces) and serve another with
+/// [`TraceStore::handler`].
+///
+/// # Examples
+/// ```
+/// use galleon_http::{Router, Server, ServerConfig, TRACE_ROUTE, TraceStore};
+///
+/// let traces = TraceStore::new();
+/// let router = Router::new().get(TRACE_ROUTE, traces.handler());
+/// let server = Server::new(router, ServerConfig::default()).with_traces(traces);
+/// # drop(server);
+/// ```
+#[derive(Debug, Default, Clone)]
+pub struct TraceStore {
+    entries: Arc<Mutex<VecDeque<(String, ResponseTrace)>>>,
 }
 
 impl TraceStore {
+    /// An empty store.
+    pub fn new() -> TraceStore {
+        TraceStore::default()
+    }
+
+    /// The handler of [`TRACE_ROUTE`]: the trace recorded under the route's `{token}` as text,
+    /// or 404. A diagnostics route: it answers loopback peers only (others get the same 404 as
+    /// an unknown token), since a trace shows the server's memory addresses.
+    pub fn handler(&self) -> impl Handler {
+        let store = self.clone();
+        sync_handler(move |req: Request| {
+            let local = req.peer().is_none_or(|p| p.ip().is_loopback());
+            match req
+                .param("token")
+                .filter(|_| local)
+                .and_then(|t| store.get(t))
+            {
+                Some(t) => Response::text(StatusCode::OK, t.to_string()),
+                None => Response::error(StatusCode::NOT_FOUND, "no trace with that token"),
+            }
+        })
+    }
+
+    /// Mounts [`TraceStore::handler`] at [`TRACE_ROUTE`] on `router`.
+    pub fn mount(&self, router: Router) -> Router {
+        router.get(TRACE_ROUTE, self.handler())
+    }
+
     pub(crate) fn put(&self, token: String, trace: ResponseTrace) {
         let mut e = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         e.retain(|(t, _)| *t != token);
@@ -299,6 +360,47 @@ mod tests {
         }
         assert!(st.get("t0").is_none());
         assert!(st.get(&format!("t{}", TRACE_STORE_CAPACITY + 4)).is_some());
+    }
+
+    #[test]
+    fn a_trace_lists_a_bounded_number_of_segments() {
+        let sink = Mutex::new(Some(ResponseTrace::default()));
+        let data = [0u8; 8];
+        let iov = vec![IoSlice::new(&data); 1000];
+        for _ in 0..10 {
+            collect(&sink, record(Syscall::Writev, 3, &iov, &Ok(8000)));
+        }
+        let t = sink.lock().unwrap().take().unwrap();
+        assert_eq!(t.calls.len(), 10, "every call is kept");
+        let listed: usize = t.calls.iter().map(|c| c.segments.len()).sum();
+        assert_eq!(listed, MAX_TRACE_SEGMENTS);
+        assert!(
+            t.calls.iter().all(|c| c.iovcnt == 1000),
+            "counts stay exact"
+        );
+    }
+
+    #[test]
+    fn the_endpoint_answers_loopback_peers_only() {
+        let store = TraceStore::new();
+        store.put("t1".into(), ResponseTrace::default());
+        let router = store.mount(Router::new());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let ask = |peer: &str| {
+            let mut req = Request::new(
+                crate::Method::Get,
+                "/.galleon/trace/t1",
+                &[],
+                bytes::Bytes::new(),
+            );
+            req.set_peer(Some(peer.parse().unwrap()));
+            rt.block_on(router.handle(req)).status().0
+        };
+        assert_eq!(ask("127.0.0.1:5000"), 200);
+        assert_eq!(ask("[::1]:5000"), 200);
+        assert_eq!(ask("192.0.2.7:5000"), 404);
     }
 
     #[test]

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{Probes, TestServer, test_router};
-use galleon_http::{Client, ServerConfig};
+use galleon_client::Client;
+use galleon_http::ServerConfig;
 
 /// Connections opened by the fuzz pass: enough to hit every parser state many times, few enough
 /// to finish in a couple of seconds on a loaded 2-core machine.

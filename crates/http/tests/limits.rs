@@ -272,3 +272,60 @@ fn sync_handlers_answer_get_and_head() {
     assert!(r.contains("content-length: 8\r\n"), "{r}");
     assert!(r.ends_with("\r\n\r\n"), "no body for HEAD: {r}");
 }
+
+/// Regression (issue 13, class 2): the body's read timeout restarted on every byte, so a client
+/// dripping one byte at a time held its buffer (and connection) for as long as it liked.
+#[test]
+fn a_dripping_body_is_408_at_its_deadline() {
+    let s = server_with(|l| {
+        l.header_read_timeout = Duration::from_secs(5);
+        l.body_read_timeout = Duration::from_millis(600);
+    });
+    let mut c = s.connect();
+    c.write_all(b"POST /echo HTTP/1.1\r\nhost: t\r\ncontent-length: 100\r\n\r\n")
+        .unwrap();
+    let t = Instant::now();
+    // One byte every 100 ms: each read is well within the 5 s stall limit.
+    while t.elapsed() < Duration::from_secs(4) {
+        if c.write_all(b"x").is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let r = read_to_close(&mut c);
+    assert_eq!(status_of(&r), 408, "{r}");
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    s.assert_alive();
+}
+
+/// Regression (issue 13, class 2): request bodies had no server-wide bound (20 stalled uploads
+/// pinned ~170 MiB; the connection cap allowed ~32 GiB). A body that does not fit in what is
+/// left of `max_buffered_body_bytes` is refused with 503 before it is read; the budget comes
+/// back when the holder's response is written.
+#[test]
+fn request_bodies_share_one_budget() {
+    let s = server_with(|l| l.max_buffered_body_bytes = 1000);
+    let mut first = s.connect();
+    first
+        .write_all(b"POST /echo HTTP/1.1\r\nhost: t\r\ncontent-length: 600\r\n\r\nabc")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let r = s.raw(b"POST /echo HTTP/1.1\r\nhost: t\r\ncontent-length: 600\r\n\r\n");
+    assert_eq!(status_of(&r), 503, "{r}");
+    // Small enough for what is left: served.
+    let r = s.raw(
+        b"POST /echo HTTP/1.1\r\nhost: t\r\nconnection: close\r\ncontent-length: 3\r\n\r\nxyz",
+    );
+    assert_eq!(status_of(&r), 200, "{r}");
+    // The first upload completes; its share comes back.
+    first.write_all(&[b'a'; 597]).unwrap();
+    let mut buf = [0u8; 1024];
+    let n = std::io::Read::read(&mut first, &mut buf).unwrap();
+    assert_eq!(status_of(&String::from_utf8_lossy(&buf[..n])), 200);
+    let mut req =
+        b"POST /echo HTTP/1.1\r\nhost: t\r\nconnection: close\r\ncontent-length: 900\r\n\r\n"
+            .to_vec();
+    req.extend_from_slice(&[b'b'; 900]);
+    assert_eq!(status_of(&s.raw(&req)), 200);
+    s.assert_alive();
+}

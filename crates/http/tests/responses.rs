@@ -9,12 +9,22 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::{Probes, STREAM_CHUNK, TestServer, read_to_close, status_of, test_router, wait_for};
-use galleon_http::{Client, ServerConfig, TRACE_HEADER, TRACE_PATH_PREFIX, WritePolicy};
+use galleon_client::Client;
+use galleon_http::{ServerConfig, TRACE_HEADER, TRACE_PATH_PREFIX, WritePolicy};
 
 fn start(config: ServerConfig) -> (TestServer, Arc<Probes>) {
     let probes = Arc::new(Probes::default());
     (
         TestServer::start(test_router(probes.clone(), None), config),
+        probes,
+    )
+}
+
+/// A server that records traces and mounts the trace route.
+fn start_traced(config: ServerConfig) -> (TestServer, Arc<Probes>) {
+    let probes = Arc::new(Probes::default());
+    (
+        TestServer::start_traced(test_router(probes.clone(), None), config),
         probes,
     )
 }
@@ -200,9 +210,8 @@ fn files_are_sent_whole() {
     let path = dir.path().join("f.bin");
     let data: Vec<u8> = (0..1_000_003u32).map(|i| (i * 31 % 253) as u8).collect();
     std::fs::write(&path, &data).unwrap();
-    let mut config = ServerConfig::default();
-    config.trace_endpoint = true;
-    let s = TestServer::start(test_router(Arc::new(Probes::default()), Some(path)), config);
+    let config = ServerConfig::default();
+    let s = TestServer::start_traced(test_router(Arc::new(Probes::default()), Some(path)), config);
     let mut c = client(&s);
     let r = c.get("/file", &[(TRACE_HEADER, "file1")]).unwrap();
     assert_eq!(r.status, 200);
@@ -232,9 +241,8 @@ fn files_are_sent_whole() {
 #[test]
 fn traces_match_the_write_policy() {
     let mut config = ServerConfig::default();
-    config.trace_endpoint = true;
     config.write_policy = WritePolicy::vectored();
-    let (s, _) = start(config);
+    let (s, _) = start_traced(config);
     let mut c = client(&s);
     // 100 segments of 1000 bytes + the head (one scratch run): vectored sends 101 iovecs and
     // copies nothing.
@@ -279,9 +287,8 @@ fn traces_match_the_write_policy() {
 #[test]
 fn flatten_policy_copies_everything_into_one_iovec() {
     let mut config = ServerConfig::default();
-    config.trace_endpoint = true;
     config.write_policy = WritePolicy::flatten();
-    let (s, _) = start(config);
+    let (s, _) = start_traced(config);
     let mut c = client(&s);
     let r = c.get("/big?n=10", &[(TRACE_HEADER, "f")]).unwrap();
     assert_eq!(r.body.len(), 10_000);
@@ -366,4 +373,97 @@ fn shutdown_closes_a_keep_alive_connection_idle_after_its_requests() {
         summary.aborted, 0,
         "the idle connection was aborted, not closed"
     );
+}
+
+/// Regression (issue 13, class 1): each computed stream (a template render) held a blocking
+/// thread while its socket was full, so a few hundred slow readers took tokio's whole blocking
+/// pool and everything else that needs it (static files, SQLite reads, other streams) stopped.
+/// Here the pool has 2 threads and 8 clients never read their endless streams: a ninth stream
+/// must still be answered.
+#[test]
+fn slow_readers_of_streams_hold_no_blocking_thread() {
+    let s = TestServer::start_with_blocking_threads(
+        test_router(Arc::new(Probes::default()), None),
+        ServerConfig::default(),
+        2,
+    );
+    let mut stalled = Vec::new();
+    for _ in 0..8 {
+        let mut c = s.connect();
+        c.write_all(b"GET /stream?n=1000000 HTTP/1.1\r\nhost: t\r\n\r\n")
+            .unwrap();
+        stalled.push(c);
+    }
+    // Long enough for their socket buffers to fill and their producers to stall.
+    std::thread::sleep(Duration::from_millis(800));
+    let started = std::time::Instant::now();
+    let r = client(&s).get("/stream?n=2", &[]).unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), 2 * STREAM_CHUNK);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(stalled);
+}
+
+/// Regression (issue 13, class 11): `OPTIONS *` and absolute-form targets got 404.
+#[test]
+fn options_asterisk_and_absolute_targets_are_answered() {
+    let (s, _) = start(ServerConfig::default());
+    let r = s.raw(b"OPTIONS * HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n");
+    assert_eq!(status_of(&r), 200, "{r}");
+    assert!(r.contains("allow: GET, HEAD, POST, OPTIONS"), "{r}");
+    let r = s.raw(b"GET * HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n");
+    assert_eq!(status_of(&r), 400, "{r}");
+    let r = s.raw(b"GET http://t/hello HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n");
+    assert_eq!(status_of(&r), 200, "{r}");
+}
+
+/// Regression (issue 13, class 4): the write timeout covered a whole file, so a download slower
+/// than file size / timeout was cut however steadily it moved (2 GiB at 5 MB/s stopped at
+/// 323 MB). It now covers progress: here a 16 MiB file read at about 5 MB/s takes three times
+/// the 1 s write timeout and arrives whole.
+#[test]
+fn slow_but_steady_file_downloads_are_not_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.bin");
+    let data: Vec<u8> = (0..16 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let mut config = ServerConfig::default();
+    config.limits.write_timeout = Duration::from_secs(1);
+    let s = TestServer::start(test_router(Arc::new(Probes::default()), Some(path)), config);
+    let mut c = s.connect();
+    c.write_all(b"GET /file HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n")
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        // About 512 KiB per 100 ms.
+        let mut this_tick = 0;
+        while this_tick < 512 * 1024 {
+            match c.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    got.extend_from_slice(&buf[..n]);
+                    this_tick += n;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        if this_tick == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        started.elapsed() > Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    let body_at = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert_eq!(got.len() - body_at, data.len(), "the whole file arrived");
+    assert!(got[body_at..] == data[..]);
 }

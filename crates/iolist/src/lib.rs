@@ -46,7 +46,9 @@ pub use escape::{
     escape_html, escape_html_copy_into, escape_html_into, escape_html_static_into, needs_escape,
 };
 pub use list::{CopyBuf, IoList, SegmentKind, Segments};
-pub use policy::{DEFAULT_COALESCE_BELOW, DEFAULT_MAX_IOV, IOV_MAX, WritePolicy, WriteStats};
+pub use policy::{
+    DEFAULT_COALESCE_BELOW, DEFAULT_MAX_IOV, IOV_MAX, UnknownPolicy, WritePolicy, WriteStats,
+};
 #[cfg(feature = "tokio")]
 pub use write::write_iolist_async;
-pub use write::{IoWriter, WriteTracer, write_iolist};
+pub use write::{IoWriter, WriteTracer, release_buffer_pool, write_iolist};

@@ -33,6 +33,24 @@ pub(crate) enum Seg {
 ///
 /// `len()` is O(1). [`IoList::segments`] visits the non-empty slices in order, descending into
 /// nested lists; [`IoList::to_bytes`] flattens once.
+///
+/// # Examples
+/// ```
+/// use bytes::Bytes;
+/// use galleon_iolist::IoList;
+///
+/// static HEADER: &str = "<table>\n";
+/// let row = Bytes::from_static(b"<tr><td>a long shared row</td></tr>\n");
+///
+/// let mut page = IoList::new();
+/// page.push_static_str(HEADER); // referenced by address
+/// page.push_bytes(row.clone()); // a reference count, no copy
+/// page.push_copy(b"<!-- 1 -->"); // small: copied into the list's scratch
+/// page.push_copy(b"</table>\n"); // merges with the copy before it
+/// assert_eq!(page.segment_count(), 3);
+/// assert_eq!(page.len(), HEADER.len() + row.len() + 19);
+/// assert!(page.to_vec().ends_with(b"<!-- 1 --></table>\n"));
+/// ```
 #[derive(Clone, Default)]
 pub struct IoList {
     segs: Vec<Seg>,

@@ -2,23 +2,23 @@
 
 use std::fmt;
 use std::ops::AddAssign;
+use std::str::FromStr;
 
 /// Most iovecs one `writev` accepts on Linux (`IOV_MAX`, `UIO_MAXIOV` in the kernel). Rust's std
 /// silently truncates a longer slice list to this many and returns a short count.
 pub const IOV_MAX: usize = 1024;
 
 /// Default `coalesce_below`, in bytes: runs of adjacent segments shorter than this are copied
-/// into one buffer. Chosen by `cargo bench -p galleon-iolist` (table and sweep 1 in the README):
-/// over loopback TCP, with the writer's buffer reused, copying segments up to 2 KiB cost less
-/// sender CPU than an iovec each (1 KiB: ~180 vs ~200 ns/KiB; 2 KiB: ~145-175 vs ~160-200), and
-/// from 4 KiB the two were equal within noise, so larger segments stay referenced.
+/// into one buffer. Chosen by `cargo bench -p galleon-iolist` (table and sweep 1 in
+/// `bench/README.md`): over loopback TCP, with the writer's buffer reused, copying segments up to
+/// 2 KiB cost less sender CPU than an iovec each, and from 4 KiB the two were equal within
+/// noise, so larger segments stay referenced.
 pub const DEFAULT_COALESCE_BELOW: usize = 4096;
 
 /// Default `max_iov`: iovecs per `writev`, here the most Linux takes. Chosen by the same
-/// benchmark (sweep 2): with 410-byte segments, 1024 iovecs a call cost 12-19% less sender CPU
-/// than 256 and 54-59% less than 64, and with 1 KiB-16 KiB segments larger batches were never worse beyond noise;
-/// this refutes "no gain past 32-64 iovecs" for sub-page segments on this kernel. A lower cap
-/// only splits a gathered write that the kernel would have taken whole.
+/// benchmark (sweep 2): with 410-byte segments 1024 iovecs a call cost clearly less sender CPU
+/// than 256 or 64, and with larger segments bigger batches were never worse beyond noise; a
+/// lower cap only splits a gathered write that the kernel would have taken whole.
 pub const DEFAULT_MAX_IOV: usize = IOV_MAX;
 
 /// How an [`IoList`](crate::IoList) is turned into write calls.
@@ -67,16 +67,6 @@ impl WritePolicy {
     /// `max_iov` clamped into `1..=IOV_MAX`.
     pub fn iov_limit(&self) -> usize {
         self.max_iov.clamp(1, IOV_MAX)
-    }
-
-    /// Parses `default`, `flatten` or `vectored`.
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "default" => Some(Self::default()),
-            "flatten" => Some(Self::flatten()),
-            "vectored" => Some(Self::vectored()),
-            _ => None,
-        }
     }
 }
 
@@ -129,5 +119,44 @@ impl AddAssign for WriteStats {
         self.bytes += o.bytes;
         self.bytes_referenced += o.bytes_referenced;
         self.bytes_copied += o.bytes_copied;
+    }
+}
+
+/// A name [`WritePolicy::from_str`] does not know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownPolicy(String);
+
+impl fmt::Display for UnknownPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown write policy `{}` (default, flatten, vectored)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownPolicy {}
+
+impl FromStr for WritePolicy {
+    type Err = UnknownPolicy;
+
+    /// Parses a preset's name: `default`, `flatten` or `vectored`. The one parser for the CLI's
+    /// `--write-policy` and the server's per-request policy header.
+    ///
+    /// # Examples
+    /// ```
+    /// use galleon_iolist::WritePolicy;
+    ///
+    /// assert_eq!("flatten".parse::<WritePolicy>(), Ok(WritePolicy::flatten()));
+    /// assert!("fast".parse::<WritePolicy>().unwrap_err().to_string().contains("default, flatten, vectored"));
+    /// ```
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name {
+            "default" => Ok(Self::default()),
+            "flatten" => Ok(Self::flatten()),
+            "vectored" => Ok(Self::vectored()),
+            _ => Err(UnknownPolicy(name.to_owned())),
+        }
     }
 }

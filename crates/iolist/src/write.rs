@@ -30,6 +30,24 @@ pub trait WriteTracer: Send {
 
 /// Writes [`IoList`]s to blocking or async writers under a [`WritePolicy`], keeping a reusable
 /// coalescing buffer and cumulative [`WriteStats`]. One per connection.
+///
+/// # Examples
+/// ```
+/// use galleon_iolist::{IoList, IoWriter, WritePolicy};
+///
+/// let mut list = IoList::new();
+/// list.push_static(&[b'x'; 8192]); // long: its own iovec
+/// list.push_copy(b"short");
+/// list.push_static(b" pieces"); // two short neighbours: copied into one iovec
+///
+/// let mut out = Vec::new();
+/// let mut writer = IoWriter::new(WritePolicy::default());
+/// writer.write_all(&mut out, &list).unwrap();
+/// assert_eq!(out, list.to_vec());
+/// let stats = writer.stats();
+/// assert_eq!(stats.iovecs, 2);
+/// assert_eq!(stats.bytes_copied, 12);
+/// ```
 pub struct IoWriter {
     policy: WritePolicy,
     buf: Vec<u8>,
@@ -72,17 +90,35 @@ impl std::fmt::Debug for IoWriter {
 /// 400 KB response) goes back to [`BIG_BUFFERS`] after use so an idle connection does not pin it.
 const KEEP_BUF_CAPACITY: usize = 64 * 1024;
 
-/// Most large coalescing buffers kept for reuse, process-wide. Large buffers exist only while a
-/// write is in flight, so this bounds what is kept to the writes that were in flight at once.
-const BIG_BUFFERS_KEPT: usize = 32;
+/// Most large coalescing buffers kept for reuse, process-wide: 8, a few per worker thread on
+/// small machines. A write uses its buffer only while a batch is copied and sent, but a slow
+/// reader's write can hold one for long, so many are in use at once only under such load, and
+/// keeping them all afterwards left their memory (up to 32 x 4 MiB before) pinned for good.
+const BIG_BUFFERS_KEPT: usize = 8;
 
-/// Largest buffer kept for reuse (bytes); a bigger one (a flattened multi-megabyte list) is freed.
-const BIG_BUFFER_MAX: usize = 4 * 1024 * 1024;
+/// Most bytes one batch copies into the writer's buffer: a list of small pieces larger than this
+/// (a 3.6 MB page of 65-byte strings, flattened) goes out in several batches, so a connection's
+/// buffer, which a slow reader keeps for as long as it reads, stays about this size instead of
+/// the page's. 1 MiB keeps every page of the seed (410 KB at most) one `writev`.
+const MAX_BATCH_COPY: usize = 1024 * 1024;
+
+/// Largest buffer kept for reuse (bytes); a bigger one is freed. A batch copies at most about
+/// [`MAX_BATCH_COPY`], so this keeps every buffer a batch makes.
+const BIG_BUFFER_MAX: usize = MAX_BATCH_COPY + 64 * 1024;
 
 /// Large coalescing buffers between writes. Without it every flattened 400 KB response allocated
-/// and freed 400 KB; once glibc served those from fresh pages, `bench/http.sh` showed ~277,000
-/// page faults in 4 s and `/blah?iters=1000` under `flatten` fell from ~11.5k to ~7k req/s.
+/// and freed 400 KB, which glibc served from fresh pages: a page fault per 4 KiB, and `flatten`
+/// lost a third of its throughput in `bench/http.sh` (`bench/results/http.txt`).
 static BIG_BUFFERS: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+
+/// Frees the large coalescing buffers kept for reuse. A server calls it when a burst of load is
+/// over, so that what the burst needed is not kept for good (they are made again when needed).
+pub fn release_buffer_pool() {
+    BIG_BUFFERS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clear();
+}
 
 /// A kept large buffer, if any (empty, with its capacity).
 fn take_big_buffer() -> Option<Vec<u8>> {
@@ -100,6 +136,54 @@ fn give_big_buffer(mut buf: Vec<u8>) {
     {
         kept.push(buf);
     }
+}
+
+/// The batch loop of [`IoWriter::write_lists`] and [`IoWriter::write_lists_async`], written once:
+/// plan a batch (copying short runs into the writer's buffer), then write it until it is gone,
+/// resuming short writes. `$write` is the one call that differs: `w.write_vectored(rest)`, or the
+/// same awaited.
+macro_rules! write_batches {
+    ($self:ident, $lists:ident, |$rest:ident| $write:expr) => {{
+        $self.prepare($lists);
+        let spare = std::mem::take(&mut $self.spare);
+        let mut planner = Planner::new($lists, $self.policy, recycle(spare.stack));
+        let mut entries = recycle(spare.entries);
+        let mut spare_slices = spare.slices;
+        let result = 'batches: loop {
+            $self.buf.clear();
+            if !planner.fill(&mut entries, &mut $self.buf, &mut $self.stats) {
+                break Ok(());
+            }
+            let mut slices: Vec<IoSlice<'_>> = recycle(std::mem::take(&mut spare_slices));
+            slices.extend(entries.iter().map(|e| e.slice(&$self.buf)));
+            let mut $rest = &mut slices[..];
+            let mut advanced = None;
+            while !$rest.is_empty() {
+                let want: usize = $rest.iter().map(|s| s.len()).sum();
+                let r = $write;
+                if let Err(e) = account(
+                    &mut $self.stats,
+                    &mut $self.tracer,
+                    $rest,
+                    want,
+                    r,
+                    &mut advanced,
+                ) {
+                    break 'batches Err(e);
+                }
+                if let Some(n) = advanced.take() {
+                    IoSlice::advance_slices(&mut $rest, n);
+                }
+            }
+            spare_slices = recycle(slices);
+        };
+        $self.spare = Spare {
+            stack: recycle(planner.stack),
+            entries: recycle(entries),
+            slices: spare_slices,
+        };
+        $self.finish(result)
+    }};
 }
 
 impl IoWriter {
@@ -158,45 +242,7 @@ impl IoWriter {
         w: &mut W,
         lists: &[&IoList],
     ) -> io::Result<()> {
-        self.prepare(lists);
-        let spare = std::mem::take(&mut self.spare);
-        let mut planner = Planner::new(lists, self.policy, recycle(spare.stack));
-        let mut entries = recycle(spare.entries);
-        let mut spare_slices = spare.slices;
-        let result = 'batches: loop {
-            self.buf.clear();
-            if !planner.fill(&mut entries, &mut self.buf, &mut self.stats) {
-                break Ok(());
-            }
-            let mut slices: Vec<IoSlice<'_>> = recycle(std::mem::take(&mut spare_slices));
-            slices.extend(entries.iter().map(|e| e.slice(&self.buf)));
-            let mut rest = &mut slices[..];
-            let mut advanced = None;
-            while !rest.is_empty() {
-                let want: usize = rest.iter().map(|s| s.len()).sum();
-                let r = w.write_vectored(rest);
-                if let Err(e) = account(
-                    &mut self.stats,
-                    &mut self.tracer,
-                    rest,
-                    want,
-                    r,
-                    &mut advanced,
-                ) {
-                    break 'batches Err(e);
-                }
-                if let Some(n) = advanced.take() {
-                    IoSlice::advance_slices(&mut rest, n);
-                }
-            }
-            spare_slices = recycle(slices);
-        };
-        self.spare = Spare {
-            stack: recycle(planner.stack),
-            entries: recycle(entries),
-            slices: spare_slices,
-        };
-        self.finish(result)
+        write_batches!(self, lists, |rest| w.write_vectored(rest))
     }
 
     /// Writes the whole list to an async writer. Cancel-safe only in the sense that dropping the
@@ -216,45 +262,7 @@ impl IoWriter {
         W: tokio::io::AsyncWrite + Unpin + ?Sized,
     {
         use tokio::io::AsyncWriteExt;
-        self.prepare(lists);
-        let spare = std::mem::take(&mut self.spare);
-        let mut planner = Planner::new(lists, self.policy, recycle(spare.stack));
-        let mut entries = recycle(spare.entries);
-        let mut spare_slices = spare.slices;
-        let result = 'batches: loop {
-            self.buf.clear();
-            if !planner.fill(&mut entries, &mut self.buf, &mut self.stats) {
-                break Ok(());
-            }
-            let mut slices: Vec<IoSlice<'_>> = recycle(std::mem::take(&mut spare_slices));
-            slices.extend(entries.iter().map(|e| e.slice(&self.buf)));
-            let mut rest = &mut slices[..];
-            let mut advanced = None;
-            while !rest.is_empty() {
-                let want: usize = rest.iter().map(|s| s.len()).sum();
-                let r = w.write_vectored(rest).await;
-                if let Err(e) = account(
-                    &mut self.stats,
-                    &mut self.tracer,
-                    rest,
-                    want,
-                    r,
-                    &mut advanced,
-                ) {
-                    break 'batches Err(e);
-                }
-                if let Some(n) = advanced.take() {
-                    IoSlice::advance_slices(&mut rest, n);
-                }
-            }
-            spare_slices = recycle(slices);
-        };
-        self.spare = Spare {
-            stack: recycle(planner.stack),
-            entries: recycle(entries),
-            slices: spare_slices,
-        };
-        self.finish(result)
+        write_batches!(self, lists, |rest| w.write_vectored(rest).await)
     }
 
     /// Before a write: a list that may need a large coalescing buffer borrows a kept one.
@@ -402,7 +410,7 @@ impl<'a> Planner<'a> {
     ) -> bool {
         entries.clear();
         let small = self.policy.coalesce_below;
-        while entries.len() < self.iov_limit {
+        while entries.len() < self.iov_limit && buf.len() < MAX_BATCH_COPY {
             let Some(seg) = self.next_seg() else { break };
             if seg.len() >= small {
                 stats.bytes_referenced += seg.len() as u64;
@@ -413,7 +421,7 @@ impl<'a> Planner<'a> {
             let start = buf.len();
             let mut count = 1;
             while let Some(next) = self.next_seg() {
-                if next.len() >= small {
+                if next.len() >= small || (count > 1 && buf.len() + next.len() > MAX_BATCH_COPY) {
                     self.peeked = Some(next);
                     break;
                 }
@@ -439,6 +447,47 @@ impl<'a> Planner<'a> {
 mod tests {
     use super::*;
     use bytes::Bytes;
+
+    /// Regression (issue 13, class 6): a page of small pieces was copied whole into the
+    /// connection's buffer (a slow reader of a 3.6 MB page pinned ~5.6 MiB); batches now copy at
+    /// most `MAX_BATCH_COPY` each.
+    #[test]
+    fn a_batch_copies_at_most_max_batch_copy_bytes() {
+        let piece = Bytes::from(vec![b'p'; 65]);
+        let mut list = IoList::new();
+        for _ in 0..55_000 {
+            list.push_bytes(piece.clone());
+        }
+        /// Records the largest single write it was handed.
+        struct Largest(Vec<u8>, usize);
+        impl Write for Largest {
+            fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+                self.write_vectored(&[IoSlice::new(b)])
+            }
+            fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+                let n: usize = bufs.iter().map(|b| b.len()).sum();
+                self.1 = self.1.max(n);
+                bufs.iter().for_each(|b| self.0.extend_from_slice(b));
+                Ok(n)
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut w = IoWriter::new(WritePolicy::default());
+        let mut out = Largest(Vec::new(), 0);
+        w.write_all(&mut out, &list).unwrap();
+        assert_eq!(out.0, list.to_vec());
+        // A batch may pass the bound by less than one short segment.
+        assert!(
+            out.1 < MAX_BATCH_COPY + 4096,
+            "one write of {} bytes",
+            out.1
+        );
+        let stats = w.stats();
+        assert_eq!(stats.bytes_copied, 55_000 * 65);
+        assert!(stats.syscalls >= 4, "{stats:?}");
+    }
 
     #[test]
     fn a_writer_reuses_its_vectors_from_write_to_write() {

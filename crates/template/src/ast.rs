@@ -1,24 +1,7 @@
 //! The syntax tree the parser builds: template nodes and expressions, with byte spans.
 
+pub(crate) use crate::span::Span;
 use crate::value::Value;
-
-/// A byte range of the template source.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Span {
-    pub(crate) start: usize,
-    pub(crate) end: usize,
-}
-
-impl Span {
-    pub(crate) const fn new(start: usize, end: usize) -> Span {
-        Span { start, end }
-    }
-
-    /// The smallest span covering both.
-    pub(crate) fn to(self, other: Span) -> Span {
-        Span::new(self.start.min(other.start), self.end.max(other.end))
-    }
-}
 
 /// One piece of a template.
 #[derive(Debug)]

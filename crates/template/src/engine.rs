@@ -7,77 +7,36 @@ use std::sync::Arc;
 
 use galleon_iolist::IoList;
 
-use crate::compile::{Program, compile};
+use crate::compile::compile;
 use crate::error::{Error, ErrorKind, Location};
-use crate::render::{Programs, Vm};
+use crate::program::{Catalog, Config, Program};
+pub use crate::program::{
+    DEFAULT_COPY_BELOW, DEFAULT_MAX_DEPTH, DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STEPS, Limits,
+};
 use crate::value::{Assigns, Value};
-
-/// Default [`Limits::max_steps`]: 100 million instructions and expression nodes. The 100x100
-/// big table takes about 20 thousand steps (two per cell) in about 300 µs on the development
-/// machine, about 15 ns a step, so this is one to two seconds of CPU: far above any page, far
-/// below "forever".
-pub const DEFAULT_MAX_STEPS: u64 = 100_000_000;
-
-/// Default [`Limits::max_output`]: 1 GiB. A page bigger than that should be streamed
-/// ([`Engine::stream`] has no output limit; its memory is bounded by the chunk size).
-pub const DEFAULT_MAX_OUTPUT: usize = 1 << 30;
-
-/// Default [`Limits::max_depth`]: partials nested 64 deep. A guess: real sites nest a few levels;
-/// this stops a partial that renders itself.
-pub const DEFAULT_MAX_DEPTH: usize = 64;
-
-/// Default [`Engine::copy_below`], in bytes: static text and values shorter than this are
-/// copied into the render's buffers; longer ones are referenced. The BEAM's
-/// `ERL_SMALL_IO_BIN_LIMIT` is 256. `cargo bench -p galleon-template --bench render`, group
-/// `copy_below` (render, then write to loopback TCP with the default write policy), measured on
-/// the 2-core development machine under load: big table 5.13 ms when every piece is referenced
-/// (0), 240-382 µs for thresholds 16, 64, 256, 1024 and "copy all", differences within the
-/// run's noise; Doom x1000 (301 KB) 94-133 µs for every threshold. So: anything from 16 up; 256
-/// keeps the BEAM's value and stays below the 301-byte Doom and 410-byte Blah blocks, which must
-/// be referenced.
-pub const DEFAULT_COPY_BELOW: usize = 256;
-
-/// Bounds on one render, so that no template runs forever or eats memory silently.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Ops executed plus expression nodes evaluated (plus one per 64 bytes of string built).
-    /// For [`Engine::render`] the budget covers the whole render; for [`Engine::stream`] it is
-    /// refilled for each chunk, so an endless stream is fine but a loop that outputs nothing is not.
-    pub max_steps: u64,
-    /// Most bytes [`Engine::render`] (and a partial called inside an expression) may produce.
-    pub max_output: usize,
-    /// Deepest nesting of partials.
-    pub max_depth: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            max_steps: DEFAULT_MAX_STEPS,
-            max_output: DEFAULT_MAX_OUTPUT,
-            max_depth: DEFAULT_MAX_DEPTH,
-        }
-    }
-}
-
-/// Per-engine render settings.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Config {
-    pub(crate) limits: Limits,
-    pub(crate) copy_below: usize,
-}
-
-/// Every compiled template, by index and by name.
-#[derive(Debug)]
-pub(crate) struct Catalog {
-    /// Unique per catalog in this process (see [`TemplateId`]).
-    serial: u64,
-    pub(crate) programs: Vec<Program>,
-    by_name: BTreeMap<String, usize>,
-}
+use crate::vm::{Programs, Vm};
 
 /// A set of compiled templates, ready to render. Cheap to clone and to share across threads:
 /// the programs sit behind one `Arc`.
+///
+/// # Examples
+/// ```
+/// use galleon_template::{Assigns, Engine};
+///
+/// let engine = Engine::from_source(
+///     "list.html.eex",
+///     "<ul><%= for item <- @items do %><li><%= item %></li><% end %></ul>",
+/// )
+/// .unwrap();
+/// let mut assigns = Assigns::new();
+/// assigns.insert("items", vec!["a & b", "c"]);
+/// let page = engine.render("list.html.eex", &assigns).unwrap();
+/// assert_eq!(page.to_vec(), b"<ul><li>a &amp; b</li><li>c</li></ul>");
+///
+/// // The same page in chunks of about 16 bytes, for output too big to hold.
+/// let chunks: Vec<_> = engine.stream("list.html.eex", assigns, 16).unwrap().collect();
+/// assert!(chunks.len() > 1);
+/// ```
 #[derive(Clone)]
 pub struct Engine {
     catalog: Arc<Catalog>,
@@ -316,18 +275,10 @@ impl Engine {
         assign: impl Fn(&str) -> Option<Value>,
     ) -> Result<IoList, Error> {
         let index = template.index_in(self)?;
-        let mut vm = Vm::new(
-            Programs::Borrowed(&self.catalog),
-            self.config,
-            index,
-            assign,
-        );
-        let hint = &self.catalog.programs[index].size_hint;
-        let mut out = hint.list();
-        vm.reserve(hint.bytes());
+        let (mut vm, mut out) = self.start_whole(index, assign);
         let max = self.config.limits.max_output;
         if vm.run(&mut out, max.saturating_add(1))? {
-            hint.record(&out);
+            self.catalog.programs[index].size_hint.record(&out);
             Ok(out)
         } else {
             Err(Error::new(
@@ -338,6 +289,25 @@ impl Engine {
                 ),
             ))
         }
+    }
+
+    /// A whole render of program `index`, not yet run: the VM on the borrowed catalog (no
+    /// reference count touched) and an output list sized from the program's last render.
+    #[inline]
+    fn start_whole(
+        &self,
+        index: usize,
+        assign: impl Fn(&str) -> Option<Value>,
+    ) -> (Vm<'_>, IoList) {
+        let mut vm = Vm::new(
+            Programs::Borrowed(&self.catalog),
+            self.config,
+            index,
+            assign,
+        );
+        let hint = &self.catalog.programs[index].size_hint;
+        vm.reserve(hint.bytes());
+        (vm, hint.list())
     }
 
     /// Renders page `name`, then `layout` with the page as `@inner_content` (safe HTML, referenced,
@@ -367,6 +337,58 @@ impl Engine {
         self.stream_with(name, |key| assigns.get(key).cloned(), chunk_bytes)
     }
 
+    /// Renders `template` whole if it ends within about `max_whole` bytes; otherwise hands back
+    /// what it rendered so far and a [`RenderStream`] that continues from there, `chunk_bytes`
+    /// at a time. Nothing is rendered twice: a server sends a short page with a length and a
+    /// long one chunked, bounding what it holds per page, without knowing the length in advance.
+    /// The whole part runs on one step budget (like [`Engine::render`]); the stream refills it
+    /// per chunk (like [`Engine::stream`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use galleon_template::{Engine, Rendered};
+    ///
+    /// let engine = Engine::from_source("t", "<%= for i <- 1..@n do %><%= i %>,<% end %>").unwrap();
+    /// let n = |k: &str| (k == "n").then(|| 5.into());
+    /// assert!(matches!(engine.render_or_stream("t", n, 100, 4).unwrap(), Rendered::Whole(_)));
+    /// let n = |k: &str| (k == "n").then(|| 1000.into());
+    /// match engine.render_or_stream("t", n, 100, 64).unwrap() {
+    ///     Rendered::Streaming { first, rest } => {
+    ///         let mut page = first.to_vec();
+    ///         for chunk in rest {
+    ///             page.extend_from_slice(&chunk.unwrap().to_vec());
+    ///         }
+    ///         assert!(page.starts_with(b"1,2,3,") && page.ends_with(b"999,1000,"));
+    ///     }
+    ///     Rendered::Whole(_) => unreachable!("longer than 100 bytes"),
+    /// }
+    /// ```
+    pub fn render_or_stream(
+        &self,
+        template: impl TemplateRef,
+        assign: impl Fn(&str) -> Option<Value>,
+        max_whole: usize,
+        chunk_bytes: usize,
+    ) -> Result<Rendered, Error> {
+        let index = template.index_in(self)?;
+        let (mut vm, mut out) = self.start_whole(index, assign);
+        if vm.run(&mut out, max_whole.saturating_add(1))? {
+            self.catalog.programs[index].size_hint.record(&out);
+            return Ok(Rendered::Whole(out));
+        }
+        let mut vm = vm.into_owned(Arc::clone(&self.catalog));
+        vm.reserve(chunk_bytes);
+        Ok(Rendered::Streaming {
+            first: out,
+            rest: Box::new(RenderStream {
+                vm: Some(vm),
+                max_steps: self.config.limits.max_steps,
+                chunk_bytes: chunk_bytes.max(1),
+                hint: (0, 0),
+            }),
+        })
+    }
+
     /// Streams `name` like [`Engine::stream`], taking each assign the template uses from
     /// `assign` (asked once per name, before this returns; the stream keeps the values).
     pub fn stream_with(
@@ -390,6 +412,21 @@ impl Engine {
             hint: (0, 0),
         })
     }
+}
+
+/// What [`Engine::render_or_stream`] produced.
+#[derive(Debug)]
+pub enum Rendered {
+    /// The whole output: the template ended within the bound.
+    Whole(IoList),
+    /// The template went past the bound: the output so far, and the rest as a stream that
+    /// continues from where the render paused.
+    Streaming {
+        /// The first part of the output (a little over the bound: a render pauses between ops).
+        first: IoList,
+        /// The rest of the output (boxed: the whole case, every ordinary page, stays small).
+        rest: Box<RenderStream>,
+    },
 }
 
 /// A render in progress, handing out its output in chunks: an iterator of `IoList`s. Owns

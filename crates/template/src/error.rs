@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::ast::Span;
+use crate::span::Span;
 
 /// What kind of error an [`Error`] is. New kinds may be added.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

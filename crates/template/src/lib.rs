@@ -84,12 +84,15 @@ mod engine;
 mod error;
 mod lexer;
 mod parser;
-mod render;
+mod program;
+mod scalar;
+mod span;
 mod value;
+mod vm;
 
 pub use engine::{
     DEFAULT_COPY_BELOW, DEFAULT_MAX_DEPTH, DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STEPS, Engine, Limits,
-    RenderStream, TemplateId, TemplateRef,
+    RenderStream, Rendered, TemplateId, TemplateRef,
 };
 pub use error::{Error, ErrorKind, Location};
 pub use value::{Assigns, Map, Str, Value};

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use galleon_http::{
     Body, IoList, Request, Response, Router, ServeSummary, Server, ServerConfig, StatusCode,
-    sync_handler,
+    TraceStore, sync_handler,
 };
 
 /// Time any single test read may wait before the test fails instead of hanging.
@@ -26,18 +26,52 @@ pub struct TestServer {
 
 impl TestServer {
     pub fn start(router: Router, config: ServerConfig) -> TestServer {
+        Self::start_with(router, config, None)
+    }
+
+    /// A server whose runtime has only `n` blocking threads.
+    pub fn start_with_blocking_threads(
+        router: Router,
+        config: ServerConfig,
+        n: usize,
+    ) -> TestServer {
+        Self::start_on(router, config, None, n)
+    }
+
+    /// Starts a server that records traces and serves them at the trace route.
+    pub fn start_traced(router: Router, config: ServerConfig) -> TestServer {
+        let traces = TraceStore::new();
+        Self::start_with(traces.mount(router), config, Some(traces))
+    }
+
+    fn start_with(router: Router, config: ServerConfig, traces: Option<TraceStore>) -> TestServer {
+        Self::start_on(router, config, traces, 512)
+    }
+
+    fn start_on(
+        router: Router,
+        config: ServerConfig,
+        traces: Option<TraceStore>,
+        blocking_threads: usize,
+    ) -> TestServer {
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
+                .max_blocking_threads(blocking_threads)
                 .enable_all()
                 .build()
                 .unwrap();
             rt.block_on(async move {
                 let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 addr_tx.send(l.local_addr().unwrap()).unwrap();
-                Server::new(router, config)
+                let server = Server::new(router, config);
+                let server = match traces {
+                    Some(t) => server.with_traces(t),
+                    None => server,
+                };
+                server
                     .serve(l, async move {
                         let _ = stopped.await;
                     })

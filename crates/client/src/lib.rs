@@ -1,5 +1,10 @@
+//! # galleon-client
+//!
 //! A minimal blocking HTTP/1.1 client over one keep-alive connection: what `galleon trace` and the
-//! tests use to talk to a server. Not a general-purpose client (no TLS, no redirects).
+//! tests use to talk to a server. Not a general-purpose client (no TLS, no redirects), and not part
+//! of the server library: only the binary and the tests depend on it.
+
+#![forbid(unsafe_code)]
 
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};

@@ -6,30 +6,32 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
 use futures::future::{BoxFuture, Fuse};
 use futures::{FutureExt, StreamExt};
-use galleon_iolist::{IoList, IoWriter, WriteStats};
+use galleon_iolist::{IoList, IoWriter, WritePolicy, WriteStats};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep, sleep_until, timeout, timeout_at};
 
-use crate::config::ServerConfig;
-use crate::request::{HeadError, Method, Request, parse_head};
-use crate::response::{
-    BodyKind, ChunkIter, ChunkStream, Framing, KeepAlive, Response, StatusCode, write_head,
+use super::decode::{
+    BodyFraming, ChunkProgress, ChunkedDecoder, HeadError, Refusal, body_framing, check_host,
+    expects_continue, parse_head, wants_keep_alive,
 };
-use crate::router::{Dispatch, Reply, Router, method_not_allowed};
+use super::encode::{Framing, KeepAlive, push_chunk, push_last_chunk, write_head};
+use crate::config::ServerConfig;
+use crate::request::{Method, Request};
+use crate::response::{BodyKind, BoxError, ChunkIter, ChunkStream, Response, StatusCode};
+use crate::router::Router;
 use crate::trace::{
-    ConnTracer, ResponseTrace, Syscall, TRACE_HEADER, TRACE_PATH_PREFIX, TraceStore, WriteRecord,
-    collect, log_record, valid_token,
+    ConnTracer, ResponseTrace, Syscall, TRACE_HEADER, TraceStore, WriteRecord, collect, log_record,
+    valid_token,
 };
 
 /// Initial read buffer per connection: 8 KiB, hyper's `INIT_BUFFER_SIZE`; a typical request head
@@ -40,14 +42,15 @@ const INIT_READ_BUF: usize = 8 * 1024;
 /// not make us allocate its full size before the bytes arrive. 64 KiB: one loopback read.
 const BODY_READ_CHUNK: usize = 64 * 1024;
 
-/// Longest chunk-size line in a chunked request body (`1f4;ext=value\r\n`): 1 KiB leaves room
-/// for chunk extensions, which nobody sends, while refusing a line that never ends.
-const MAX_CHUNK_LINE: usize = 1024;
-
 /// After an error response the connection is half-closed and the client's unread bytes are
 /// drained for up to this long, so the kernel does not answer them with a reset that destroys
 /// the response before the client reads it (what hyper and nginx's `lingering_close` do).
 const LINGER_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Bytes of a file sent under one write timeout: a download is cut only when it stops moving
+/// (less than 1 MiB per `write_timeout`, 17 KB/s at the default 60 s), not when the whole file
+/// takes longer than the timeout.
+const FILE_PROGRESS_SLICE: u64 = 1024 * 1024;
 
 /// Most bytes drained while lingering (nginx drains without a byte limit but with a 5 s timer;
 /// 256 KiB is a large unread body's worth on loopback).
@@ -58,9 +61,12 @@ const LINGER_MAX_BYTES: usize = 256 * 1024;
 pub(crate) struct Shared {
     pub(crate) router: Router,
     pub(crate) config: ServerConfig,
-    pub(crate) traces: TraceStore,
+    /// Where responses to requests carrying [`TRACE_HEADER`] are recorded; `None`: not traced.
+    pub(crate) traces: Option<TraceStore>,
     /// Set when the server starts shutting down, before the connections are told.
     pub(crate) stopping: AtomicBool,
+    /// Request body bytes all connections hold now, against `max_buffered_body_bytes`.
+    pub(crate) buffered_body_bytes: AtomicU64,
 }
 
 impl Shared {
@@ -93,6 +99,8 @@ struct Conn {
     peer: SocketAddr,
     sink: Option<Arc<Mutex<Option<ResponseTrace>>>>,
     shared: Arc<Shared>,
+    /// Bytes of the server's request-body budget the current request holds.
+    body_held: u64,
 }
 
 /// Serves one connection until it closes, the client misbehaves, or the server shuts down.
@@ -111,7 +119,7 @@ pub(crate) async fn serve_connection(
     let fd = stream.as_raw_fd();
     let mut writer = IoWriter::new(shared.config.write_policy);
     let mut sink = None;
-    if shared.config.trace_writes || shared.config.trace_endpoint {
+    if shared.config.trace_writes || shared.traces.is_some() {
         let (tracer, s) = ConnTracer::new(fd, shared.config.trace_writes);
         writer.set_tracer(Some(Box::new(tracer)));
         sink = Some(s);
@@ -128,6 +136,7 @@ pub(crate) async fn serve_connection(
         peer,
         sink,
         shared,
+        body_held: 0,
     };
     // Registers the stop future's wake-up with this task once; idle waits then check the
     // `stopping` flag when woken instead of polling the future (a lock) every time.
@@ -185,23 +194,18 @@ impl Conn {
             };
             first = false;
             let mut req = req;
+            // The body's share of the server's budget is held until its response is written.
             match self.read_body(&req).await {
                 Ok(b) => req.set_body(b),
                 Err(f) => return self.fail(f).await,
             }
-            if req.minor_version() == 1 && req.header("host").is_none() {
-                return self
-                    .fail(Fail::Status(StatusCode::BAD_REQUEST, "missing host header"))
-                    .await;
+            if let Err(refusal) = check_host(&req) {
+                return self.fail(refusal.into()).await;
             }
-            let wants_keep_alive = match req.header("connection") {
-                Some(v) if has_token(v, "close") => false,
-                Some(v) if has_token(v, "keep-alive") => true,
-                _ => req.minor_version() == 1,
-            };
+            let wants_keep_alive = wants_keep_alive(&req);
             let head_only = *req.method() == Method::Head;
             let minor = req.minor_version();
-            let token = if self.shared.config.trace_endpoint {
+            let token = if self.shared.traces.is_some() {
                 req.header(TRACE_HEADER)
                     .filter(|t| valid_token(t))
                     .map(|t| String::from_utf8_lossy(t).into_owned())
@@ -211,17 +215,23 @@ impl Conn {
             let label = token
                 .as_ref()
                 .map(|_| format!("{} {}", req.method(), req.target()));
-            let resp =
-                if self.shared.config.trace_endpoint && req.path().starts_with(TRACE_PATH_PREFIX) {
-                    self.trace_response(&req)
-                } else {
-                    run_handler(&self.shared.router, req).await
-                };
+            // A policy the client asked for (bench comparisons), when the server allows it.
+            let asked = self
+                .shared
+                .config
+                .policy_header
+                .and_then(|h| req.header_str(h))
+                .and_then(|v| v.trim().parse::<WritePolicy>().ok());
+            let mut resp = self.shared.router.handle(req).await;
+            if let Some(p) = asked {
+                resp = resp.with_policy(p);
+            }
             let keep = wants_keep_alive && !self.shared.stopping();
-            match self
+            let written = self
                 .write_response(resp, head_only, minor, keep, token, label)
-                .await
-            {
+                .await;
+            self.release_body_budget();
+            match written {
                 Ok(true) => {}
                 Ok(false) => return self.linger().await,
                 Err(e) => {
@@ -318,81 +328,44 @@ impl Conn {
     }
 
     /// Reads the body the head announces (`content-length` or chunked) in full.
+    /// The whole body must arrive within `body_read_timeout` of its start, and fit in the
+    /// server's budget of buffered body bytes (`budget`, released when the request is done).
     async fn read_body(&mut self, req: &Request) -> Result<Bytes, Fail> {
-        let max = self.shared.config.limits.max_body_bytes;
-        let mut lengths = req
-            .headers()
-            .filter(|(n, _)| n.eq_ignore_ascii_case("content-length"))
-            .map(|(_, v)| v);
-        let first_len = lengths.next();
-        let mut tes = req
-            .headers()
-            .filter(|(n, _)| n.eq_ignore_ascii_case("transfer-encoding"))
-            .map(|(_, v)| v);
-        let te = tes.next();
-        if tes.next().is_some() {
-            return Err(Fail::Status(
-                StatusCode::BAD_REQUEST,
-                "more than one transfer-encoding header",
-            ));
-        }
-        if let Some(te) = te {
-            if first_len.is_some() {
-                // RFC 9112 §6.3: both at once is a smuggling attempt until proven otherwise.
-                return Err(Fail::Status(
-                    StatusCode::BAD_REQUEST,
-                    "both content-length and transfer-encoding",
-                ));
+        let limits = self.shared.config.limits;
+        let max = limits.max_body_bytes;
+        match body_framing(req, max)? {
+            BodyFraming::None => Ok(Bytes::new()),
+            BodyFraming::Length(n) => {
+                self.take_body_budget(n)?;
+                // At most `max_body_bytes`, which is a usize on every supported target.
+                let n = usize::try_from(n).map_err(|_| Fail::Close)?;
+                if self.buf.len() < n {
+                    self.continue_if_expected(req).await?;
+                }
+                let deadline = Instant::now() + limits.body_read_timeout;
+                self.fill(n, deadline).await?;
+                Ok(self.buf.split_to(n).freeze())
             }
-            if req.minor_version() == 0 {
-                return Err(Fail::Status(
-                    StatusCode::BAD_REQUEST,
-                    "transfer-encoding in an HTTP/1.0 request",
-                ));
-            }
-            if !trim(te).eq_ignore_ascii_case(b"chunked") {
-                return Err(Fail::Status(
-                    StatusCode::NOT_IMPLEMENTED,
-                    "only chunked transfer-encoding is supported",
-                ));
-            }
-            self.continue_if_expected(req).await?;
-            return self.read_chunked(max).await;
-        }
-        let Some(first_len) = first_len else {
-            return Ok(Bytes::new());
-        };
-        let n = parse_length(first_len)
-            .ok_or(Fail::Status(StatusCode::BAD_REQUEST, "bad content-length"))?;
-        for other in lengths {
-            if parse_length(other) != Some(n) {
-                return Err(Fail::Status(
-                    StatusCode::BAD_REQUEST,
-                    "conflicting content-length headers",
-                ));
+            BodyFraming::Chunked => {
+                self.continue_if_expected(req).await?;
+                let deadline = Instant::now() + limits.body_read_timeout;
+                let mut decoder = ChunkedDecoder::new(max, limits.max_head_bytes);
+                let mut body = BytesMut::new();
+                loop {
+                    let progress = decoder.decode(&mut self.buf, &mut body)?;
+                    self.take_body_budget(body.len() as u64 - self.body_held)?;
+                    if progress == ChunkProgress::Done {
+                        return Ok(body.freeze());
+                    }
+                    self.fill(self.buf.len() + 1, deadline).await?;
+                }
             }
         }
-        if n > max {
-            return Err(Fail::Status(
-                StatusCode::CONTENT_TOO_LARGE,
-                "request body too large",
-            ));
-        }
-        let n = n as usize;
-        if self.buf.len() < n {
-            self.continue_if_expected(req).await?;
-        }
-        self.fill(n).await?;
-        Ok(self.buf.split_to(n).freeze())
     }
 
     /// Sends `100 Continue` when the client waits for it before sending its body.
     async fn continue_if_expected(&mut self, req: &Request) -> Result<(), Fail> {
-        if req.minor_version() == 1
-            && req
-                .header("expect")
-                .is_some_and(|v| trim(v).eq_ignore_ascii_case(b"100-continue"))
-        {
+        if expects_continue(req) {
             self.stream
                 .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
                 .await
@@ -401,77 +374,15 @@ impl Conn {
         Ok(())
     }
 
-    async fn read_chunked(&mut self, max: u64) -> Result<Bytes, Fail> {
-        let mut body = BytesMut::new();
-        loop {
-            let line = self.read_line(MAX_CHUNK_LINE).await?;
-            let size = line.split(|&b| b == b';').next().map(trim).unwrap_or(b"");
-            let size =
-                parse_hex(size).ok_or(Fail::Status(StatusCode::BAD_REQUEST, "bad chunk size"))?;
-            if size == 0 {
-                let mut trailers = 0;
-                loop {
-                    let l = self
-                        .read_line(self.shared.config.limits.max_head_bytes)
-                        .await?;
-                    if l.is_empty() {
-                        return Ok(body.freeze());
-                    }
-                    trailers += l.len() + 2;
-                    if trailers > self.shared.config.limits.max_head_bytes {
-                        return Err(Fail::Status(
-                            StatusCode::HEADERS_TOO_LARGE,
-                            "trailers too large",
-                        ));
-                    }
-                }
-            }
-            if body.len() as u64 + size > max {
-                return Err(Fail::Status(
-                    StatusCode::CONTENT_TOO_LARGE,
-                    "request body too large",
-                ));
-            }
-            let size = size as usize;
-            self.fill(size + 2).await?;
-            body.extend_from_slice(&self.buf[..size]);
-            if &self.buf[size..size + 2] != b"\r\n" {
-                return Err(Fail::Status(
-                    StatusCode::BAD_REQUEST,
-                    "chunk not followed by CRLF",
-                ));
-            }
-            let _ = self.buf.split_to(size + 2);
-        }
-    }
-
-    /// Reads one CRLF-terminated line (returned without the CRLF), at most `max` bytes long.
-    async fn read_line(&mut self, max: usize) -> Result<Bytes, Fail> {
-        let mut searched = 0;
-        loop {
-            if let Some(i) = self.buf[searched..].windows(2).position(|w| w == b"\r\n") {
-                let i = searched + i;
-                let line = self.buf.split_to(i + 2).freeze();
-                return Ok(line.slice(..i));
-            }
-            if self.buf.len() > max + 1 {
-                return Err(Fail::Status(StatusCode::BAD_REQUEST, "line too long"));
-            }
-            searched = self.buf.len().saturating_sub(1);
-            let want = self.buf.len() + 1;
-            self.fill(want).await?;
-        }
-    }
-
-    /// Reads until the buffer holds at least `n` bytes; each read may stall for at most the
-    /// header-read timeout.
-    async fn fill(&mut self, n: usize) -> Result<(), Fail> {
+    /// Reads until the buffer holds at least `n` bytes, by `deadline`; each read may also stall
+    /// for at most the header-read timeout.
+    async fn fill(&mut self, n: usize, deadline: Instant) -> Result<(), Fail> {
         let t = self.shared.config.limits.header_read_timeout;
         while self.buf.len() < n {
-            let want = (n - self.buf.len()).min(BODY_READ_CHUNK);
+            let want = (n - self.buf.len()).clamp(INIT_READ_BUF, BODY_READ_CHUNK);
             reserve(&mut self.buf, want);
             let read = std::pin::pin!(self.stream.read_buf(&mut self.buf));
-            match timed(&mut self.timer, || Instant::now() + t, read).await {
+            match timed(&mut self.timer, || deadline.min(Instant::now() + t), read).await {
                 None => {
                     return Err(Fail::Status(
                         StatusCode::REQUEST_TIMEOUT,
@@ -506,6 +417,7 @@ impl Conn {
             msg.push_list(b);
         }
         let t = self.shared.config.limits.write_timeout;
+        self.writer.set_policy(self.shared.config.write_policy);
         if let Ok(Ok(())) = timeout(t, self.writer.write_all_async(&mut self.stream, &msg)).await {
             self.linger().await;
         }
@@ -525,14 +437,6 @@ impl Conn {
                 Ok(Ok(n)) if n > 0 => drained += n,
                 _ => return,
             }
-        }
-    }
-
-    fn trace_response(&self, req: &Request) -> Response {
-        let token = &req.path()[TRACE_PATH_PREFIX.len()..];
-        match self.shared.traces.get(token) {
-            Some(t) => Response::text(StatusCode::OK, t.to_string()),
-            None => Response::error(StatusCode::NOT_FOUND, "no trace with that token"),
         }
     }
 
@@ -568,7 +472,7 @@ impl Conn {
         } else {
             match &parts.body.kind {
                 BodyKind::Full(l) => Framing::Length(l.len() as u64),
-                BodyKind::File(_, n) => Framing::Length(*n),
+                BodyKind::File(_, _, n) => Framing::Length(*n),
                 BodyKind::Stream(_) | BodyKind::Iter(_) if minor >= 1 => Framing::Chunked,
                 BodyKind::Stream(_) | BodyKind::Iter(_) => {
                     keep = false;
@@ -590,8 +494,8 @@ impl Conn {
         } else {
             match parts.body.kind {
                 BodyKind::Full(ref list) => self.write_msg_and(list).await,
-                BodyKind::File(file, len) => match self.write_msg().await {
-                    Ok(()) => self.write_file(&file, len, &mut extra).await,
+                BodyKind::File(file, offset, len) => match self.write_msg().await {
+                    Ok(()) => self.write_file(&file, offset, len, &mut extra).await,
                     Err(e) => Err(e),
                 },
                 BodyKind::Iter(it) => {
@@ -611,7 +515,9 @@ impl Conn {
             if let Some(mut trace) = trace {
                 trace.stats = self.writer.take_stats();
                 trace.stats += extra;
-                self.shared.traces.put(token, trace);
+                if let Some(traces) = &self.shared.traces {
+                    traces.put(token, trace);
+                }
             }
         }
         result.map(|()| keep)
@@ -636,9 +542,13 @@ impl Conn {
         }
     }
 
+    /// Sends `len` bytes of `file` from `offset` with `sendfile`, [`FILE_PROGRESS_SLICE`] at a
+    /// time, each under the write timeout: a slow but moving download goes on however long it
+    /// takes; one that stops for the write timeout is cut.
     async fn write_file(
         &mut self,
         file: &std::fs::File,
+        offset: u64,
         len: u64,
         extra: &mut WriteStats,
     ) -> io::Result<()> {
@@ -646,7 +556,7 @@ impl Conn {
         let log = self.shared.config.trace_writes;
         let sink = self.sink.clone();
         let t = self.shared.config.limits.write_timeout;
-        let on_call = |offered: usize, r: &io::Result<usize>| {
+        let mut on_call = |offered: usize, r: &io::Result<usize>| {
             extra.syscalls += 1;
             extra.iovecs += 1;
             if let Ok(n) = r {
@@ -676,18 +586,23 @@ impl Conn {
                 }
             }
         };
-        match timeout(
-            t,
-            crate::sendfile::send_file(&mut self.stream, file, 0, len, on_call),
-        )
-        .await
-        {
-            Ok(r) => r.map(|_| ()),
-            Err(_) => Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "client did not accept the file in time",
-            )),
+        let end = offset + len;
+        let mut at = offset;
+        while at < end {
+            let slice = (end - at).min(FILE_PROGRESS_SLICE);
+            let sent = crate::sendfile::send_file(&mut self.stream, file, at, slice, &mut on_call);
+            match timeout(t, sent).await {
+                Ok(Ok(_)) => at += slice,
+                Ok(Err(e)) => return Err(e),
+                Err(_) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "client stopped taking the file",
+                    ));
+                }
+            }
         }
+        Ok(())
     }
 
     /// Writes a body chunk by chunk: each chunk goes out (with the head in front of the first)
@@ -739,11 +654,7 @@ impl Conn {
             }
             head_pending = false;
             if chunked {
-                let mut hex = [0u8; 16];
-                self.msg.push_copy(fmt_hex(chunk.len(), &mut hex));
-                self.msg.push_copy(b"\r\n");
-                self.msg.push_list(chunk);
-                self.msg.push_static(b"\r\n");
+                push_chunk(&mut self.msg, chunk);
             } else {
                 self.msg.push_list(chunk);
             }
@@ -753,53 +664,42 @@ impl Conn {
             self.msg.clear();
         }
         if chunked {
-            self.msg.push_static(b"0\r\n\r\n");
+            push_last_chunk(&mut self.msg);
         }
         self.write_msg().await
     }
 }
 
-/// Chunks a computed body may run ahead of the socket: one waiting in the channel (plus the one
-/// being computed, blocked until there is room). One is enough to overlap computing a chunk with
-/// writing the previous one; more would only hold memory.
-const ITER_AHEAD: usize = 1;
+/// A chunk being computed on the blocking pool: resolves to the chunk and the iterator.
+type Computing = tokio::task::JoinHandle<(Option<Result<IoList, BoxError>>, ChunkIter)>;
 
-/// Runs a chunk iterator on tokio's blocking pool, so computing a chunk (a template render)
-/// never occupies a request worker and overlaps with the socket write of the previous chunk.
-/// When the connection drops the receiver, the producer's next send fails and it stops: at most
-/// [`ITER_AHEAD`] + 1 chunks are computed that nobody reads.
-fn offload_iter(mut it: ChunkIter) -> ChunkStream {
-    let (tx, rx) = tokio::sync::mpsc::channel(ITER_AHEAD);
+/// Starts computing the next chunk of `it` on the blocking pool.
+fn compute_next(mut it: ChunkIter) -> Computing {
     tokio::task::spawn_blocking(move || {
-        for item in it.by_ref() {
-            if tx.blocking_send(item).is_err() {
-                break;
-            }
-        }
-    });
-    Box::pin(futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|item| (item, rx))
-    }))
+        let item = it.next();
+        (item, it)
+    })
 }
 
-/// Routes a request and runs its handler, turning a handler panic into a 500.
-pub(crate) async fn run_handler(router: &Router, mut req: Request) -> Response {
-    match router.dispatch(req.method(), req.path()) {
-        Dispatch::Handler(h, params) => {
-            req.set_params(params);
-            let r = match std::panic::catch_unwind(AssertUnwindSafe(|| h.call(req))) {
-                Ok(Reply::Ready(resp)) => Ok(resp),
-                Ok(Reply::Later(f)) => AssertUnwindSafe(f).catch_unwind().await,
-                Err(p) => Err(p),
-            };
-            r.unwrap_or_else(|_| {
-                tracing::error!("handler panicked");
-                Response::error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
-            })
-        }
-        Dispatch::MethodNotAllowed(allowed) => method_not_allowed(&allowed),
-        Dispatch::NotFound => Response::not_found(),
-    }
+/// Runs a chunk iterator on tokio's blocking pool, one chunk at a time: the next chunk starts
+/// computing when the current one is handed to the connection, so computing overlaps the write,
+/// and no thread ever waits for the socket. A slow reader holds at most one finished chunk in
+/// memory, never a blocking thread (while a thread that waited for the socket per stream let a
+/// few hundred slow readers take the whole pool, and with it static files and SQLite reads).
+/// When the connection drops the stream, at most the chunk in progress is computed for nobody.
+/// A chunk that panics ends the body with an error, so the response is cut, not completed.
+fn offload_iter(it: ChunkIter) -> ChunkStream {
+    Box::pin(futures::stream::unfold(
+        Some(compute_next(it)),
+        |computing| async move {
+            match computing?.await {
+                Ok((Some(Ok(chunk)), it)) => Some((Ok(chunk), Some(compute_next(it)))),
+                Ok((Some(Err(e)), _)) => Some((Err(e), None)),
+                Ok((None, _)) => None,
+                Err(e) => Some((Err(BoxError::from(e)), None)),
+            }
+        },
+    ))
 }
 
 fn reserve(buf: &mut BytesMut, at_least: usize) {
@@ -808,66 +708,51 @@ fn reserve(buf: &mut BytesMut, at_least: usize) {
     }
 }
 
-fn trim(v: &[u8]) -> &[u8] {
-    v.trim_ascii()
-}
-
-fn has_token(v: &[u8], token: &str) -> bool {
-    v.split(|&b| b == b',')
-        .any(|t| trim(t).eq_ignore_ascii_case(token.as_bytes()))
-}
-
-/// A `content-length` value: decimal digits only, no sign, no spaces inside, fits in a u64.
-fn parse_length(v: &[u8]) -> Option<u64> {
-    let v = trim(v);
-    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(v).ok()?.parse().ok()
-}
-
-/// A chunk size: 1 to 15 hex digits (15 keeps the sum of chunk sizes far from overflow).
-fn parse_hex(v: &[u8]) -> Option<u64> {
-    if v.is_empty() || v.len() > 15 || !v.iter().all(u8::is_ascii_hexdigit) {
-        return None;
-    }
-    u64::from_str_radix(std::str::from_utf8(v).ok()?, 16).ok()
-}
-
-fn fmt_hex(mut n: usize, buf: &mut [u8; 16]) -> &[u8] {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = DIGITS[n & 15];
-        n >>= 4;
+impl Conn {
+    /// Takes `n` more bytes of the server's budget of buffered request bodies
+    /// ([`Limits::max_buffered_body_bytes`](crate::Limits)) for this connection's current
+    /// request, or refuses it with 503 when they are not there (a client may retry).
+    fn take_body_budget(&mut self, n: u64) -> Result<(), Fail> {
         if n == 0 {
-            break;
+            return Ok(());
+        }
+        let max = self.shared.config.limits.max_buffered_body_bytes;
+        let before = self
+            .shared
+            .buffered_body_bytes
+            .fetch_add(n, Ordering::AcqRel);
+        if before.saturating_add(n) > max {
+            self.shared
+                .buffered_body_bytes
+                .fetch_sub(n, Ordering::AcqRel);
+            return Err(Fail::Status(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the server holds as many request bodies as it may; retry later",
+            ));
+        }
+        self.body_held += n;
+        Ok(())
+    }
+
+    /// Gives back the previous request's share of the budget.
+    fn release_body_budget(&mut self) {
+        if self.body_held > 0 {
+            self.shared
+                .buffered_body_bytes
+                .fetch_sub(self.body_held, Ordering::AcqRel);
+            self.body_held = 0;
         }
     }
-    &buf[i..]
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.release_body_budget();
+    }
+}
 
-    #[test]
-    fn lengths_and_sizes() {
-        assert_eq!(parse_length(b"0"), Some(0));
-        assert_eq!(parse_length(b" 42 "), Some(42));
-        assert_eq!(parse_length(b"+1"), None);
-        assert_eq!(parse_length(b"-1"), None);
-        assert_eq!(parse_length(b"1 2"), None);
-        assert_eq!(parse_length(b""), None);
-        assert_eq!(parse_length(b"99999999999999999999"), None);
-        assert_eq!(parse_hex(b"1f4"), Some(500));
-        assert_eq!(parse_hex(b"0x10"), None);
-        assert_eq!(parse_hex(b"ffffffffffffffff"), None);
-        let mut b = [0u8; 16];
-        assert_eq!(fmt_hex(0, &mut b), b"0");
-        assert_eq!(fmt_hex(500, &mut b), b"1f4");
-        assert!(has_token(b"keep-alive, Upgrade", "upgrade"));
-        assert!(!has_token(b"closed", "close"));
+impl From<Refusal> for Fail {
+    fn from(Refusal(status, why): Refusal) -> Fail {
+        Fail::Status(status, why)
     }
 }

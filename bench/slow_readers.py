@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""bench/slow_readers.py: can cheap slow clients exhaust galleon? (issue 13's benchmark)
+
+Starts `galleon serve` (release build), measures the latency of `GET /static/robots.txt` and
+`GET /streams/bench-1` alone, then again while N clients (default 1,000) each download `/doom`
+reading about 1 KB a second, then watches the server's RSS return after they leave. Prints one
+table. Loopback only; every loop is bounded in count and time.
+
+    python3 bench/slow_readers.py                 # 1,000 readers, 20 s of load
+    READERS=200 LOAD_SECS=10 python3 bench/slow_readers.py
+"""
+import asyncio
+import os
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+READERS = int(os.environ.get("READERS", "1000"))
+# What the slow readers download: /doom (streamed) by default; a whole page such as
+# /dynamic-strings?count=50000 (3.9 MB of 65-byte strings) checks per-connection buffers.
+PAGE = os.environ.get("PAGE", "/doom")
+LOAD_SECS = float(os.environ.get("LOAD_SECS", "20"))
+SAMPLES = int(os.environ.get("SAMPLES", "300"))
+PORT = int(os.environ.get("PORT", "4501"))
+READ_BYTES_PER_SEC = 1024
+# Seconds RSS is watched after the readers leave (tokio lets idle blocking threads go after 10 s).
+AFTER_SECS = int(os.environ.get("AFTER_SECS", "15"))
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def get(path, body=None, method="GET", headers=""):
+    """One request on a fresh connection; returns (status, seconds)."""
+    t0 = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", PORT), timeout=30) as s:
+        req = f"{method} {path} HTTP/1.1\r\nhost: bench\r\nconnection: close\r\n{headers}"
+        if body is not None:
+            req += f"content-length: {len(body)}\r\n\r\n{body}"
+        else:
+            req += "\r\n"
+        s.sendall(req.encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return int(data[9:12] or 0), time.perf_counter() - t0
+
+
+def measure(label, n):
+    """`n` requests of each path on one keep-alive connection, as a browser sends them."""
+    import http.client
+    lat = {"/static/robots.txt": [], "/streams/bench-1": []}
+    errors = 0
+    conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
+    for _ in range(n):
+        for path in lat:
+            try:
+                t0 = time.perf_counter()
+                conn.request("GET", path)
+                resp = conn.getresponse()
+                resp.read()
+                lat[path].append(time.perf_counter() - t0)
+                if resp.status != 200:
+                    errors += 1
+            except (OSError, http.client.HTTPException):
+                errors += 1
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
+    conn.close()
+    out = {}
+    for path, xs in lat.items():
+        xs.sort()
+        if xs:
+            out[path] = (xs[len(xs) // 2] * 1000, xs[min(len(xs) - 1, int(len(xs) * 0.99))] * 1000)
+        else:
+            out[path] = (float("nan"), float("nan"))
+    return out, errors
+
+
+async def slow_reader(stop_at, stats):
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", PORT)
+    except OSError:
+        stats["refused"] += 1
+        return
+    writer.write(f"GET {PAGE} HTTP/1.1\r\nhost: bench\r\n\r\n".encode())
+    await writer.drain()
+    stats["open"] += 1
+    try:
+        while time.monotonic() < stop_at:
+            data = await asyncio.wait_for(reader.read(READ_BYTES_PER_SEC), timeout=5)
+            if not data:
+                stats["closed_by_server"] += 1
+                break
+            await asyncio.sleep(1)
+    except (asyncio.TimeoutError, OSError):
+        stats["errors"] += 1
+    finally:
+        writer.close()
+
+
+async def slow_readers(n, secs, stats):
+    stop_at = time.monotonic() + secs
+    tasks = []
+    for i in range(n):
+        tasks.append(asyncio.create_task(slow_reader(stop_at, stats)))
+        if i % 50 == 49:
+            await asyncio.sleep(0.05)
+    await asyncio.gather(*tasks)
+
+
+def main():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "galleon"], cwd=ROOT, check=True)
+    data = tempfile.mkdtemp()
+    server = subprocess.Popen(
+        [os.path.join(ROOT, "target/release/galleon"), "serve", "--addr", f"127.0.0.1:{PORT}",
+         "--events", f"sqlite:{data}/events.db", "--max-connections", str(READERS + 200)],
+        cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", PORT), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        get("/streams/bench-1", body='[{"type":"Bench","data":{"n":1}}]', method="POST")
+        cold_rss = rss_kib(server.pid)
+        alone, errs_alone = measure("alone", SAMPLES)
+        # Idle = warmed up by the measurements alone, nothing in flight.
+        time.sleep(1)
+        idle_rss = rss_kib(server.pid)
+        # The readers run in a process of their own, so the measuring client shares no
+        # interpreter lock with them.
+        readers = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--readers",
+                                    str(READERS), str(LOAD_SECS)], stdout=subprocess.PIPE, text=True)
+        time.sleep(min(5, LOAD_SECS / 3))
+        loaded, errs_loaded = measure("loaded", SAMPLES)
+        peak_rss = rss_kib(server.pid)
+        stats = readers.communicate(timeout=LOAD_SECS + 120)[0].strip()
+        after = []
+        for _ in range(AFTER_SECS):
+            time.sleep(1)
+            after.append(rss_kib(server.pid))
+        print(f"== bench/slow_readers.py: {READERS} readers of {PAGE} at ~1 KB/s for {LOAD_SECS:.0f} s, "
+              f"{SAMPLES} samples per path, {os.cpu_count()} cores, {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
+        print(f"{'path':<22} {'p50 alone':>10} {'p99 alone':>10} {'p50 loaded':>11} {'p99 loaded':>11} {'p99 ratio':>10}")
+        for path in alone:
+            a50, a99 = alone[path]
+            l50, l99 = loaded[path]
+            print(f"{path:<22} {a50:>9.2f}ms {a99:>9.2f}ms {l50:>10.2f}ms {l99:>10.2f}ms {l99 / a99:>9.2f}x")
+        print(f"errors: {errs_alone} alone, {errs_loaded} loaded; readers: {stats}")
+        print(f"RSS: at start {cold_rss / 1024:.1f} MiB, idle after the measurements alone {idle_rss / 1024:.1f} MiB, under load {peak_rss / 1024:.1f} MiB, "
+              f"after they left (1..{AFTER_SECS} s): {' '.join(f'{r / 1024:.1f}' for r in after)} MiB "
+              f"({after[-1] / idle_rss:.2f}x idle)")
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def readers_main(n, secs):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    stats = {"open": 0, "refused": 0, "closed_by_server": 0, "errors": 0}
+    asyncio.run(slow_readers(n, secs, stats))
+    print(stats)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--readers":
+        readers_main(int(sys.argv[2]), float(sys.argv[3]))
+    else:
+        sys.exit(main())

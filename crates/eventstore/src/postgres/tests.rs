@@ -1,0 +1,305 @@
+//! Tests of the backend as a whole: the migrations' SQL, upgrades of old schemas in place, the WAL
+//! nudge. (The conformance suite in `tests/` checks the store's behaviour on both backends.)
+
+use super::notify::nudge_wal_writer;
+use super::read::SQL_READ_ALL;
+use super::schema::{MIGRATIONS, migrate_to};
+use std::time::Duration;
+
+use super::writer::{JsonText, MAX_BATCH_EVENTS, POSITION_SHIFT};
+use super::*;
+
+#[test]
+fn sql_uses_the_position_shift() {
+    let shift = format!("<< {POSITION_SHIFT}");
+    let per_txn = format!("{}", 1u64 << POSITION_SHIFT);
+    // Migration 3 replaces both functions of 1 and 2; migration 4 `galleon_append` again.
+    for (m, functions) in [(0, 1), (1, 1), (2, 2), (3, 1)] {
+        assert!(
+            MIGRATIONS[m].matches(&shift).count() >= functions,
+            "migration {m}"
+        );
+        assert_eq!(
+            MIGRATIONS[m].matches(&per_txn).count(),
+            3 * functions,
+            "migration {m}"
+        );
+    }
+    assert_eq!(MAX_BATCH_EVENTS, 1 << POSITION_SHIFT);
+    assert!(SQL_READ_ALL.contains(&shift));
+}
+
+/// Schemas of versions 1, 2 and 3, built by the real migrations and holding events written by
+/// their own functions, are upgraded in place when a store opens them: every stream gets a
+/// number, every event its stream's, old events read as appends of one event each, and the
+/// store reads, appends (alone and group-committed) and checks expected versions across the
+/// old and new data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn upgrades_version_1_2_and_3_schemas_in_place() {
+    let Ok(url) = std::env::var("DATABASE_URL") else {
+        eprintln!("\n*** SKIPPED: PostgreSQL upgrade test, DATABASE_URL is not set ***\n");
+        return;
+    };
+    for old in [1, 2, 3] {
+        let schema = format!("galleon_test_{}", uuid::Uuid::new_v4().simple());
+        let result = upgrade_from(&url, &schema, old).await;
+        let (admin, conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+        tokio::spawn(conn);
+        admin
+            .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+            .await
+            .unwrap();
+        result.unwrap_or_else(|e| panic!("upgrade from version {old}: {e}"));
+    }
+}
+
+fn data(n: usize) -> Vec<EventData> {
+    (0..n)
+        .map(|i| {
+            EventData::json("Old", &serde_json::json!({ "i": i }))
+                .unwrap()
+                .with_metadata(&serde_json::json!({ "m": i }))
+                .unwrap()
+        })
+        .collect()
+}
+
+async fn upgrade_from(url: &str, schema: &str, old: usize) -> Result<()> {
+    let mut config: tokio_postgres::Config = url.parse().unwrap();
+    config.options(format!("-c search_path={schema}"));
+    let (raw, conn) = config.connect(NoTls).await?;
+    tokio::spawn(conn);
+    migrate_to(&raw, Some(schema), old).await?;
+    // Events as the old schema's own function stores them.
+    let old_append = "SELECT status FROM galleon_append($1, -2, $2, $3, $4, $5)";
+    for (stream, n) in [("old-a", 3), ("old-b", 2)] {
+        let evs = data(n);
+        let ids: Vec<uuid::Uuid> = evs.iter().map(|e| e.id).collect();
+        let types: Vec<&str> = evs.iter().map(|e| e.event_type.as_str()).collect();
+        let d: Vec<JsonText<'_>> = evs.iter().map(|e| JsonText(e.data.get())).collect();
+        let m: Vec<JsonText<'_>> = evs.iter().map(|e| JsonText(e.metadata.get())).collect();
+        let status: i32 = raw
+            .query_one(old_append, &[&stream, &ids, &types, &d, &m])
+            .await?
+            .get(0);
+        assert_eq!(status, 0);
+    }
+
+    let store = PgStore::open(
+        url,
+        PgOptions {
+            schema: Some(schema.to_owned()),
+            pool_size: Some(8),
+            application_name: None,
+        },
+    )
+    .await?;
+    let version: i64 = raw
+        .query_one("SELECT max(version) FROM schema_version", &[])
+        .await?
+        .get(0);
+    assert_eq!(version, MIGRATIONS.len() as i64);
+    let unnumbered: i64 = raw
+        .query_one(
+            "SELECT count(*) FROM events e JOIN streams s USING (stream_id) \
+             WHERE e.stream_no IS DISTINCT FROM s.stream_no",
+            &[],
+        )
+        .await?
+        .get(0);
+    assert_eq!(unnumbered, 0, "every event carries its stream's number");
+    let numbers: i64 = raw
+        .query_one("SELECT count(DISTINCT stream_no) FROM streams", &[])
+        .await?
+        .get(0);
+    assert_eq!(numbers, 2);
+    let constraints: Vec<String> = raw
+        .query(
+            "SELECT conname::text FROM pg_constraint \
+             WHERE conrelid = 'events'::regclass AND contype = 'u' ORDER BY 1",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(constraints, ["events_event_id_key"]);
+    // Version 4: the stream index is unique over the first events of appends only.
+    let index: String = raw
+        .query_one(
+            "SELECT pg_get_indexdef('events_stream_heads'::regclass)",
+            &[],
+        )
+        .await?
+        .get(0);
+    assert!(
+        index.contains("UNIQUE") && index.contains("(stream_no, version) WHERE (append_len > 0)"),
+        "{index}"
+    );
+    let multi: String = raw
+        .query_one(
+            "SELECT pg_get_indexdef('events_stream_multi'::regclass)",
+            &[],
+        )
+        .await?
+        .get(0);
+    assert!(
+        multi.contains("(stream_no, version) WHERE (append_len > 1)"),
+        "{multi}"
+    );
+    let old_heads: i64 = raw
+        .query_one("SELECT count(*) FROM events WHERE append_len = 1", &[])
+        .await?
+        .get(0);
+    assert_eq!(
+        old_heads, 5,
+        "events stored before version 4 are heads of their own"
+    );
+
+    // Old data reads as before; appends continue its versions and respect expectations.
+    let a = store
+        .read_stream("old-a", 0, 10, Direction::Forward)
+        .await?;
+    assert_eq!(a.iter().map(|e| e.version).collect::<Vec<_>>(), [0, 1, 2]);
+    let back = store
+        .read_stream("old-a", 5, 2, Direction::Backward)
+        .await?;
+    assert_eq!(back.iter().map(|e| e.version).collect::<Vec<_>>(), [2, 1]);
+    let r = store
+        .append("old-a", ExpectedVersion::Exact(2), data(2))
+        .await?;
+    assert_eq!((r.first_version, r.last_version), (3, 4));
+    match store
+        .append("old-b", ExpectedVersion::NoStream, data(1))
+        .await
+    {
+        Err(Error::WrongExpectedVersion { actual, .. }) => assert_eq!(actual, Some(1)),
+        other => panic!("expected a wrong-version error, got {other:?}"),
+    }
+    // Concurrent appends (group-committed) to old and new streams.
+    let tasks: Vec<_> = (0..20)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                if i == 0 {
+                    store
+                        .append("old-b", ExpectedVersion::Exact(1), data(3))
+                        .await
+                } else {
+                    store
+                        .append(&format!("new-{i}"), ExpectedVersion::NoStream, data(3))
+                        .await
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap()?;
+    }
+    let b = store
+        .read_stream("old-b", 0, 10, Direction::Forward)
+        .await?;
+    assert_eq!(b.len(), 5);
+    let all = store.read_all(0, 1000).await?;
+    assert_eq!(all.len(), 3 + 2 + 2 + 3 + 19 * 3);
+    let places: i64 = raw
+        .query_one(
+            "SELECT count(DISTINCT (stream_no, version)) - count(DISTINCT (stream_id, version)) \
+             FROM events",
+            &[],
+        )
+        .await?
+        .get(0);
+    assert_eq!(
+        places, 0,
+        "stream numbers and names identify the same streams"
+    );
+    // One head per append since the upgrade (1 + 19 + 1 appends of 2 or 3 events), carrying
+    // the append's length; the old events are heads of 1.
+    let heads: Vec<(i16, i64)> = raw
+        .query(
+            "SELECT append_len, count(*) FROM events WHERE append_len > 0 \
+             GROUP BY 1 ORDER BY 1",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(heads, [(1, 5), (2, 1), (3, 20)]);
+    let back = store
+        .read_stream("old-b", u64::MAX, 4, Direction::Backward)
+        .await?;
+    assert_eq!(
+        back.iter().map(|e| e.version).collect::<Vec<_>>(),
+        [4, 3, 2, 1]
+    );
+    Ok(())
+}
+
+/// The WAL writer is nudged while a batch is being written and not otherwise: no connection
+/// before the first batch, a nudge every few milliseconds during one, none after it, and the
+/// task ends with the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wal_nudges_run_only_while_batches_are_written() {
+    let Ok(url) = std::env::var("DATABASE_URL") else {
+        eprintln!("\n*** SKIPPED: PostgreSQL WAL nudge test, DATABASE_URL is not set ***\n");
+        return;
+    };
+    let app = format!("galleon_nudge_{}", uuid::Uuid::new_v4().simple());
+    let mut config: tokio_postgres::Config = url.parse().unwrap();
+    config.application_name(&app);
+    let (batches, rx) = watch::channel(0usize);
+    let task = tokio::spawn(nudge_wal_writer(config, rx));
+    let (admin, conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let look = || async {
+        admin
+            .query_opt(
+                "SELECT query, query_start FROM pg_stat_activity WHERE application_name = $1",
+                &[&app],
+            )
+            .await
+            .unwrap()
+            // A connection that has run no query yet has no `query_start`.
+            .map(|r| {
+                (
+                    r.get::<_, String>(0),
+                    r.get::<_, Option<std::time::SystemTime>>(1),
+                )
+            })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(look().await.is_none(), "no connection before any batch");
+    batches.send_replace(1);
+    let mut seen = None;
+    for _ in 0..100 {
+        if let Some((query, Some(at))) = look().await
+            && query.contains("pg_current_xact_id")
+        {
+            seen = Some(at);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let first = seen.expect("a nudge within 2 s of a batch starting");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (_, later) = look().await.expect("the nudge connection stays open");
+    assert!(
+        later > Some(first),
+        "nudges repeat while the batch is written"
+    );
+    batches.send_replace(0);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (_, stopped) = look()
+        .await
+        .expect("the connection stays open between batches");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (_, still) = look().await.unwrap();
+    assert_eq!(stopped, still, "no nudges without a batch");
+    drop(batches);
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("the nudge task ends with the store")
+        .unwrap();
+}

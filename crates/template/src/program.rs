@@ -1,0 +1,255 @@
+//! What the compiler produces and the VM runs: a [`Program`] of instructions over one shared
+//! static text, the [`Catalog`] of a set of programs, and the limits and settings of a render.
+//! Below both `compile` and `vm`, so neither reaches into the other.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bytes::Bytes;
+use galleon_iolist::IoList;
+
+use crate::ast::{BinOp, Span, UnOp};
+use crate::error::{Error, ErrorKind, Location};
+use crate::value::{Str, Value};
+
+/// A compiled template.
+#[derive(Debug)]
+pub(crate) struct Program {
+    /// The template's name (its `/`-separated path under the engine's root).
+    pub(crate) name: String,
+    /// The source, kept to locate render errors.
+    pub(crate) source: Arc<str>,
+    /// Every byte of static text, in one allocation; [`Instr::text`] segments are slices of it.
+    pub(crate) text: Bytes,
+    /// The code.
+    pub(crate) ops: Vec<Instr>,
+    /// Names of the `@assigns` used, indexed by [`CodeKind::Assign`].
+    pub(crate) assigns: Vec<Str>,
+    /// Number of local variable slots a frame needs.
+    pub(crate) locals: usize,
+    /// Partials called, by resolved name, with the span of the call; indexed by the partial
+    /// number in [`Op::Call`] and [`CodeKind::Partial`].
+    pub(crate) partials: Vec<(String, Span)>,
+    /// For each partial, the index of its program in the engine (filled in when linking).
+    pub(crate) links: Vec<usize>,
+    /// The size of the last whole render, to allocate the next one's list at once.
+    pub(crate) size_hint: SizeHint,
+}
+
+/// Segments and bytes of a template's last render. Renders on other threads may race to update
+/// it; any of their values is a fine hint.
+#[derive(Debug, Default)]
+pub(crate) struct SizeHint {
+    segments: AtomicUsize,
+    bytes: AtomicUsize,
+}
+
+/// Largest hint kept, in segments or bytes: a huge page once should not make every later render
+/// of the template allocate that much up front. A guess: 1 MiB covers ordinary pages.
+const MAX_SIZE_HINT: usize = 1 << 20;
+
+impl SizeHint {
+    /// An empty list with room for as many segments as the last render had.
+    pub(crate) fn list(&self) -> IoList {
+        IoList::with_capacity(self.segments.load(Ordering::Relaxed), 0)
+    }
+
+    /// Bytes of the last render.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Remembers the size of a finished render.
+    ///
+    /// Stores only what changed: every render of a page records its size, and a store to a line
+    /// the other worker threads read on each render of the same page would bounce it between
+    /// their caches for nothing.
+    pub(crate) fn record(&self, list: &IoList) {
+        let segments = list.segment_count().min(MAX_SIZE_HINT);
+        if self.segments.load(Ordering::Relaxed) != segments {
+            self.segments.store(segments, Ordering::Relaxed);
+        }
+        let bytes = list.len().min(MAX_SIZE_HINT);
+        if self.bytes.load(Ordering::Relaxed) != bytes {
+            self.bytes.store(bytes, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Program {
+    /// An error of `kind` located at `span` of this template.
+    pub(crate) fn error(&self, kind: ErrorKind, span: Span, message: impl Into<String>) -> Error {
+        Error::new(kind, message).at(Location::new(&self.name, &self.source, span))
+    }
+}
+
+/// One instruction: static text to output first (often empty), then an op. Text rides on the
+/// op after it so that `<td><%= x %>` is one dispatch, not two.
+#[derive(Debug)]
+pub(crate) struct Instr {
+    /// A slice of [`Program::text`].
+    pub(crate) text: Bytes,
+    pub(crate) op: Op,
+}
+
+/// What an instruction does after its text.
+#[derive(Debug)]
+pub(crate) enum Op {
+    /// Nothing more (text before a jump target, or at the end).
+    Text,
+    /// Evaluate and output, escaped or not.
+    Output { code: Code, escape: bool },
+    /// Evaluate, discard.
+    Exec(Code),
+    /// Jump to `target` when the truthiness of `cond` equals `jump_when`.
+    Branch {
+        cond: Code,
+        jump_when: bool,
+        target: usize,
+    },
+    /// Jump.
+    Jump(usize),
+    /// Start a loop: evaluate the generator, push its state and bind the first element (and its
+    /// index), falling through into the body; when there is none, jump to `exit`.
+    ForInit {
+        generator: Generator,
+        bind: Bind,
+        exit: usize,
+    },
+    /// The bottom of a loop: bind the next element and jump back to `body`, or pop the loop and
+    /// fall through. `repeat` is set when the whole body is this instruction's static text.
+    ForNext {
+        bind: Bind,
+        body: usize,
+        repeat: Option<Repeat>,
+    },
+    /// Render partial number `partial` with the given assigns, in place (streamable).
+    Call {
+        partial: usize,
+        args: Vec<(Str, Code)>,
+        span: Span,
+    },
+}
+
+/// A loop whose body is static text only: every iteration outputs the same bytes, so the render
+/// outputs the remaining iterations as references to `block`, the body repeated back to back,
+/// instead of one segment per iteration. `/blah?iters=1000` becomes 13 segments of up to 32 KiB
+/// (79 bodies each) rather than 1,000 of 410 bytes: the render skips the iterations, and the
+/// `writev` hands the kernel a few large iovecs from one block that stays in cache.
+#[derive(Debug)]
+pub(crate) struct Repeat {
+    /// The body, `block.len() / unit` times over; a slice of [`Program::text`], so pinned.
+    pub(crate) block: Bytes,
+    /// The body's length.
+    pub(crate) unit: usize,
+}
+
+/// Target size of a [`Repeat`] block: 32 KiB stays within a core's L1 data cache (48 KiB
+/// here), so the kernel copies every block from cache. Bodies longer than half of it are not
+/// repeated: they already make large segments.
+pub(crate) const REPEAT_BLOCK: usize = 32 * 1024;
+
+/// Where a loop puts its element and index.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bind {
+    pub(crate) item: Option<usize>,
+    pub(crate) index: Option<usize>,
+}
+
+/// What a `for` iterates.
+#[derive(Debug)]
+pub(crate) enum Generator {
+    /// `first..last`, counted without building a list.
+    Range(Code, Code),
+    /// A list value.
+    Items(Code),
+}
+
+/// A compiled expression.
+#[derive(Debug)]
+pub(crate) struct Code {
+    pub(crate) kind: CodeKind,
+    pub(crate) span: Span,
+}
+
+/// Compiled expression forms: names resolved to slots and functions to variants.
+#[derive(Debug)]
+pub(crate) enum CodeKind {
+    Lit(Value),
+    Local(usize),
+    Assign(usize),
+    Field(Box<Code>, Str),
+    Index(Box<Code>, Box<Code>),
+    Unary(UnOp, Box<Code>),
+    Binary(BinOp, Box<Code>, Box<Code>),
+    List(Vec<Code>),
+    Length(Box<Code>),
+    Upcase(Box<Code>),
+    Downcase(Box<Code>),
+    Raw(Box<Code>),
+    Partial {
+        partial: usize,
+        args: Vec<(Str, Code)>,
+    },
+}
+
+/// Default [`Limits::max_steps`]: 100 million instructions and expression nodes: one to two
+/// seconds of CPU on the development machine, far above any page (the 100x100 big table takes
+/// about 20 thousand), far below "forever".
+pub const DEFAULT_MAX_STEPS: u64 = 100_000_000;
+
+/// Default [`Limits::max_output`]: 1 GiB. A page bigger than that should be streamed
+/// (`Engine::stream` has no output limit; its memory is bounded by the chunk size).
+pub const DEFAULT_MAX_OUTPUT: usize = 1 << 30;
+
+/// Default [`Limits::max_depth`]: partials nested 64 deep. A guess: real sites nest a few levels;
+/// this stops a partial that renders itself.
+pub const DEFAULT_MAX_DEPTH: usize = 64;
+
+/// Default `Engine::copy_below`, in bytes: static text and values shorter than this are
+/// copied into the render's buffers; longer ones are referenced. The BEAM's
+/// `ERL_SMALL_IO_BIN_LIMIT` is 256; the `copy_below` group of `cargo bench -p galleon-template
+/// --bench render` found every threshold from 16 up equal within noise, so galleon keeps the
+/// BEAM's value, which stays below the 301-byte Doom and 410-byte Blah blocks (these must be
+/// referenced). Figures: `bench/results/`.
+pub const DEFAULT_COPY_BELOW: usize = 256;
+
+/// Bounds on one render, so that no template runs forever or eats memory silently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Ops executed plus expression nodes evaluated (plus one per 64 bytes of string built).
+    /// For `Engine::render` the budget covers the whole render; for `Engine::stream` it is
+    /// refilled for each chunk, so an endless stream is fine but a loop that outputs nothing is not.
+    pub max_steps: u64,
+    /// Most bytes `Engine::render` (and a partial called inside an expression) may produce.
+    pub max_output: usize,
+    /// Deepest nesting of partials.
+    pub max_depth: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_steps: DEFAULT_MAX_STEPS,
+            max_output: DEFAULT_MAX_OUTPUT,
+            max_depth: DEFAULT_MAX_DEPTH,
+        }
+    }
+}
+
+/// Per-engine render settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Config {
+    pub(crate) limits: Limits,
+    pub(crate) copy_below: usize,
+}
+
+/// Every compiled template, by index and by name.
+#[derive(Debug)]
+pub(crate) struct Catalog {
+    /// Unique per catalog in this process (see `TemplateId`).
+    pub(crate) serial: u64,
+    pub(crate) programs: Vec<Program>,
+    pub(crate) by_name: BTreeMap<String, usize>,
+}

@@ -1,0 +1,528 @@
+//! Expression evaluation in one frame: paths, operators, functions, partials called inside an
+//! expression. Every node evaluated costs a step.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use galleon_iolist::IoList;
+
+use super::frame::{Frame, Loop, lookup};
+use super::out::{Out, emit};
+use crate::ast::{BinOp, Span, UnOp};
+use crate::error::{Error, ErrorKind};
+use crate::program::{Catalog, Code, CodeKind, Config, Generator, Program};
+use crate::value::{Str, Value};
+
+/// Renders the partial whose first frame is `frame` into `out` until done (`Ok(true)`) or until
+/// `out` holds `pause_at` bytes (`Ok(false)`), spending from `steps`, `depth` partials deep.
+pub(super) type RenderPartial = fn(
+    catalog: &Catalog,
+    config: &Config,
+    frame: Frame,
+    steps: &mut u64,
+    depth: usize,
+    out: &mut IoList,
+    pause_at: usize,
+) -> Result<bool, Error>;
+
+/// Bytes of string built (by `<>`, `upcase`, ...) that cost one step of the step budget, so that
+/// a template cannot build huge strings for free. A guess: copying 64 bytes costs about as much
+/// as one op does (a few nanoseconds).
+const BYTES_PER_STEP: usize = 64;
+
+static NIL: Value = Value::Nil;
+
+/// Expression evaluation in one frame.
+pub(super) struct Eval<'a> {
+    /// Runs a partial called inside an expression (the VM's; passed in so that this module
+    /// does not depend on the VM that depends on it).
+    partial: RenderPartial,
+    catalog: &'a Catalog,
+    config: &'a Config,
+    prog: &'a Program,
+    frame: &'a Frame,
+    steps: &'a mut u64,
+    /// Partial nesting depth of this frame.
+    depth: usize,
+}
+
+type Val<'a> = Cow<'a, Value>;
+
+impl<'a> Eval<'a> {
+    /// An evaluator for expressions of `frame`, spending steps from `steps`.
+    pub(super) fn new(
+        partial: RenderPartial,
+        catalog: &'a Catalog,
+        config: &'a Config,
+        prog: &'a Program,
+        frame: &'a Frame,
+        steps: &'a mut u64,
+        depth: usize,
+    ) -> Self {
+        Eval {
+            partial,
+            catalog,
+            config,
+            prog,
+            frame,
+            steps,
+            depth,
+        }
+    }
+
+    fn err(&self, kind: ErrorKind, span: Span, msg: impl Into<String>) -> Error {
+        self.prog.error(kind, span, msg)
+    }
+
+    fn tick(&mut self, span: Span, n: u64) -> Result<(), Error> {
+        match self.steps.checked_sub(n) {
+            Some(left) => {
+                *self.steps = left;
+                Ok(())
+            }
+            None => {
+                *self.steps = 0;
+                Err(self.err(ErrorKind::Limit, span, step_limit_message(self.config)))
+            }
+        }
+    }
+
+    pub(super) fn generator(&mut self, g: &'a Generator) -> Result<Loop, Error> {
+        match g {
+            Generator::Range(a, b) => {
+                let first = self.int(a, "a range bound")?;
+                let last = self.int(b, "a range bound")?;
+                Ok(Loop::Range {
+                    next: first,
+                    last,
+                    index: 0,
+                    done: false,
+                })
+            }
+            Generator::Items(c) => match lookup(self.frame, c)
+                .map_or_else(|| self.eval(c), |v| Ok(Cow::Borrowed(v)))?
+            {
+                Cow::Borrowed(Value::List(items)) => Ok(Loop::Items {
+                    items: Arc::clone(items),
+                    next: 0,
+                }),
+                Cow::Owned(Value::List(items)) => Ok(Loop::Items { items, next: 0 }),
+                other => Err(self.err(
+                    ErrorKind::TypeMismatch,
+                    c.span,
+                    format!(
+                        "cannot iterate over {} (`for` needs a list or a range)",
+                        describe(&other)
+                    ),
+                )),
+            },
+        }
+    }
+
+    fn int(&mut self, c: &'a Code, what: &str) -> Result<i64, Error> {
+        // A literal, variable or assign holding an integer (`1..@iters`) is read where it lives,
+        // charged the one step `eval` would charge it.
+        if let CodeKind::Lit(_) | CodeKind::Local(_) | CodeKind::Assign(_) = c.kind
+            && let Some(&Value::Int(i)) = lookup(self.frame, c)
+        {
+            self.tick(c.span, 1)?;
+            return Ok(i);
+        }
+        match *self.eval(c)? {
+            Value::Int(i) => Ok(i),
+            ref other => Err(self.err(
+                ErrorKind::TypeMismatch,
+                c.span,
+                format!("{what} must be an integer, not {}", describe(other)),
+            )),
+        }
+    }
+
+    /// Evaluates a partial call's arguments and finds its program.
+    pub(super) fn call_args(
+        &mut self,
+        partial: usize,
+        args: &'a [(Str, Code)],
+        span: Span,
+    ) -> Result<(usize, Vec<(Str, Value)>), Error> {
+        if self.depth >= self.config.limits.max_depth {
+            return Err(self.err(
+                ErrorKind::Limit,
+                span,
+                format!(
+                    "partials nested more than {} deep",
+                    self.config.limits.max_depth
+                ),
+            ));
+        }
+        let target = match self.prog.links.get(partial) {
+            Some(&t) if t < self.catalog.programs.len() => t,
+            _ => {
+                let name = self.prog.partials.get(partial).map_or("?", |p| &p.0);
+                return Err(self.err(
+                    ErrorKind::NotFound,
+                    span,
+                    format!("no template named `{name}`"),
+                ));
+            }
+        };
+        let mut values = Vec::with_capacity(args.len());
+        for (k, c) in args {
+            values.push((k.clone(), self.eval(c)?.into_owned()));
+        }
+        Ok((target, values))
+    }
+
+    pub(super) fn eval(&mut self, c: &'a Code) -> Result<Val<'a>, Error> {
+        self.tick(c.span, 1)?;
+        Ok(match &c.kind {
+            CodeKind::Lit(v) => Cow::Borrowed(v),
+            CodeKind::Local(s) => Cow::Borrowed(self.frame.locals.get(*s).unwrap_or(&NIL)),
+            CodeKind::Assign(i) => match self.frame.assigns.get(*i) {
+                Some(Some(v)) => Cow::Borrowed(v),
+                _ => {
+                    let name = self.prog.assigns.get(*i).map_or("?", Str::as_str);
+                    return Err(self.err(
+                        ErrorKind::UnknownAssign,
+                        c.span,
+                        format!("unknown assign @{name}"),
+                    ));
+                }
+            },
+            CodeKind::Field(inner, key) => {
+                let v = self.eval(inner)?;
+                let found = match &*v {
+                    Value::Map(m) => m.contains_key(&key.bytes()[..]),
+                    other => {
+                        return Err(self.err(
+                            ErrorKind::TypeMismatch,
+                            c.span,
+                            format!("cannot read key `{key}` of {}", describe(other)),
+                        ));
+                    }
+                };
+                if !found {
+                    return Err(self.err(
+                        ErrorKind::UnknownKey,
+                        c.span,
+                        format!("key `{key}` not found in map"),
+                    ));
+                }
+                project(v, |v| match v {
+                    Value::Map(m) => m.get(&key.bytes()[..]),
+                    _ => None,
+                })
+            }
+            CodeKind::Index(inner, index) => {
+                let v = self.eval(inner)?;
+                let i = self.eval(index)?;
+                match (&*v, &*i) {
+                    (Value::List(items), Value::Int(n)) => {
+                        let len = items.len() as i64;
+                        let at = if *n < 0 { len + n } else { *n };
+                        project(v, |v| match v {
+                            Value::List(items) if (0..len).contains(&at) => items.get(at as usize),
+                            _ => None,
+                        })
+                    }
+                    (Value::Map(_), Value::Str(k)) => {
+                        let k = k.clone();
+                        project(v, |v| match v {
+                            Value::Map(m) => m.get(&k.bytes()[..]),
+                            _ => None,
+                        })
+                    }
+                    (Value::Nil, _) => Cow::Borrowed(&NIL),
+                    (a, b) => {
+                        return Err(self.err(
+                            ErrorKind::TypeMismatch,
+                            c.span,
+                            format!("cannot index {} with {}", describe(a), describe(b)),
+                        ));
+                    }
+                }
+            }
+            CodeKind::Unary(op, inner) => {
+                let v = self.eval(inner)?;
+                Cow::Owned(match (op, &*v) {
+                    (UnOp::Not, Value::Bool(b)) => Value::Bool(!b),
+                    (UnOp::Bang, v) => Value::Bool(!v.is_truthy()),
+                    (UnOp::Neg, Value::Int(n)) => match n.checked_neg() {
+                        Some(n) => Value::Int(n),
+                        None => {
+                            return Err(self.err(
+                                ErrorKind::Arithmetic,
+                                c.span,
+                                "integer overflow",
+                            ));
+                        }
+                    },
+                    (UnOp::Neg, Value::Float(x)) => Value::Float(-x),
+                    (UnOp::Not, other) => {
+                        return Err(self.err(
+                            ErrorKind::TypeMismatch,
+                            c.span,
+                            format!("`not` expects a boolean, not {}", describe(other)),
+                        ));
+                    }
+                    (UnOp::Neg, other) => {
+                        return Err(self.err(
+                            ErrorKind::TypeMismatch,
+                            c.span,
+                            format!("cannot negate {}", describe(other)),
+                        ));
+                    }
+                })
+            }
+            CodeKind::Binary(op, a, b) => self.binary(*op, a, b, c.span)?,
+            CodeKind::List(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for i in items {
+                    out.push(self.eval(i)?.into_owned());
+                }
+                Cow::Owned(Value::List(out.into()))
+            }
+            CodeKind::Length(inner) => {
+                let v = self.eval(inner)?;
+                let n = match &*v {
+                    Value::List(l) => l.len(),
+                    Value::Map(m) => m.len(),
+                    Value::Str(s) => {
+                        self.tick(c.span, (s.len() / BYTES_PER_STEP) as u64)?;
+                        s.as_str().chars().count()
+                    }
+                    other => {
+                        return Err(self.err(
+                            ErrorKind::TypeMismatch,
+                            c.span,
+                            format!(
+                                "`length` expects a list, map or string, not {}",
+                                describe(other)
+                            ),
+                        ));
+                    }
+                };
+                Cow::Owned(Value::Int(n as i64))
+            }
+            CodeKind::Upcase(inner) | CodeKind::Downcase(inner) => {
+                let v = self.eval(inner)?;
+                let Value::Str(s) = &*v else {
+                    return Err(self.err(
+                        ErrorKind::TypeMismatch,
+                        c.span,
+                        format!("expected a string, not {}", describe(&v)),
+                    ));
+                };
+                self.tick(c.span, (s.len() / BYTES_PER_STEP) as u64)?;
+                let out = if matches!(c.kind, CodeKind::Upcase(_)) {
+                    s.as_str().to_uppercase()
+                } else {
+                    s.as_str().to_lowercase()
+                };
+                Cow::Owned(Value::from(out))
+            }
+            CodeKind::Raw(inner) => {
+                let v = self.eval(inner)?;
+                let mut html = IoList::new();
+                let mut buf = Vec::new();
+                let mut o = Out {
+                    list: &mut html,
+                    buf: &mut buf,
+                    copy_below: self.config.copy_below,
+                    first_buf: 64,
+                };
+                let r = emit(&mut o, &v, false);
+                o.finish();
+                r.map_err(|m| self.err(ErrorKind::TypeMismatch, c.span, m))?;
+                Cow::Owned(Value::safe(html))
+            }
+            CodeKind::Partial { partial, args } => {
+                let (target, args) = self.call_args(*partial, args, c.span)?;
+                let target_prog = &self.catalog.programs[target];
+                let frame = Frame::new(target_prog, target, |name| {
+                    args.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+                });
+                let mut html = IoList::new();
+                let max = self.config.limits.max_output;
+                let done = (self.partial)(
+                    self.catalog,
+                    self.config,
+                    frame,
+                    self.steps,
+                    self.depth,
+                    &mut html,
+                    max.saturating_add(1),
+                );
+                if !done? {
+                    return Err(self.err(
+                        ErrorKind::Limit,
+                        c.span,
+                        format!("output exceeds the limit of {max} bytes"),
+                    ));
+                }
+                Cow::Owned(Value::safe(html))
+            }
+        })
+    }
+
+    fn binary(
+        &mut self,
+        op: BinOp,
+        a: &'a Code,
+        b: &'a Code,
+        span: Span,
+    ) -> Result<Val<'a>, Error> {
+        let x = self.eval(a)?;
+        // Short-circuit operators first: the right side may not be evaluated.
+        match op {
+            BinOp::Or | BinOp::And => {
+                let Value::Bool(l) = *x else {
+                    return Err(self.err(
+                        ErrorKind::TypeMismatch,
+                        a.span,
+                        format!(
+                            "`{}` expects a boolean on its left, not {} (use `{}` for truthiness)",
+                            op.symbol(),
+                            describe(&x),
+                            if op == BinOp::Or { "||" } else { "&&" }
+                        ),
+                    ));
+                };
+                return if l == (op == BinOp::Or) {
+                    Ok(x)
+                } else {
+                    self.eval(b)
+                };
+            }
+            BinOp::OrElse => return if x.is_truthy() { Ok(x) } else { self.eval(b) },
+            BinOp::AndAlso => return if x.is_truthy() { self.eval(b) } else { Ok(x) },
+            _ => {}
+        }
+        let y = self.eval(b)?;
+        let mismatch = |s: &Self| {
+            s.err(
+                ErrorKind::TypeMismatch,
+                span,
+                format!(
+                    "`{}` cannot combine {} and {}",
+                    op.symbol(),
+                    describe(&x),
+                    describe(&y)
+                ),
+            )
+        };
+        let overflow = |s: &Self| s.err(ErrorKind::Arithmetic, span, "integer overflow");
+        let v = match op {
+            BinOp::Eq => Value::Bool(equal(&x, &y)),
+            BinOp::Ne => Value::Bool(!equal(&x, &y)),
+            BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
+                let ord = match (&*x, &*y) {
+                    (Value::Int(p), Value::Int(q)) => p.partial_cmp(q),
+                    (Value::Str(p), Value::Str(q)) => p.partial_cmp(q),
+                    (p, q) => match (number(p), number(q)) {
+                        (Some(p), Some(q)) => p.partial_cmp(&q),
+                        _ => return Err(mismatch(self)),
+                    },
+                };
+                let Some(ord) = ord else {
+                    // NaN compares false to everything.
+                    return Ok(Cow::Owned(Value::Bool(false)));
+                };
+                Value::Bool(match op {
+                    BinOp::Lt => ord.is_lt(),
+                    BinOp::Le => ord.is_le(),
+                    BinOp::Gt => ord.is_gt(),
+                    _ => ord.is_ge(),
+                })
+            }
+            BinOp::Concat => match (&*x, &*y) {
+                (Value::Str(p), Value::Str(q)) => {
+                    self.tick(span, ((p.len() + q.len()) / BYTES_PER_STEP) as u64)?;
+                    let mut s = String::with_capacity(p.len() + q.len());
+                    s.push_str(p.as_str());
+                    s.push_str(q.as_str());
+                    Value::from(s)
+                }
+                _ => return Err(mismatch(self)),
+            },
+            BinOp::Add | BinOp::Sub | BinOp::Mul => match (&*x, &*y) {
+                (Value::Int(p), Value::Int(q)) => {
+                    let r = match op {
+                        BinOp::Add => p.checked_add(*q),
+                        BinOp::Sub => p.checked_sub(*q),
+                        _ => p.checked_mul(*q),
+                    };
+                    Value::Int(r.ok_or_else(|| overflow(self))?)
+                }
+                (p, q) => match (number(p), number(q)) {
+                    (Some(p), Some(q)) => Value::Float(match op {
+                        BinOp::Add => p + q,
+                        BinOp::Sub => p - q,
+                        _ => p * q,
+                    }),
+                    _ => return Err(mismatch(self)),
+                },
+            },
+            BinOp::Div => match (number(&x), number(&y)) {
+                (Some(_), Some(0.0)) => {
+                    return Err(self.err(ErrorKind::Arithmetic, span, "division by zero"));
+                }
+                (Some(p), Some(q)) => Value::Float(p / q),
+                _ => return Err(mismatch(self)),
+            },
+            BinOp::Or | BinOp::And | BinOp::OrElse | BinOp::AndAlso => Value::Nil,
+        };
+        Ok(Cow::Owned(v))
+    }
+}
+
+/// Narrows a value to a part of it, keeping the borrow when there is one. A missing part is nil.
+fn project<'a>(v: Val<'a>, f: impl for<'b> Fn(&'b Value) -> Option<&'b Value>) -> Val<'a> {
+    match v {
+        Cow::Borrowed(r) => Cow::Borrowed(f(r).unwrap_or(&NIL)),
+        Cow::Owned(o) => Cow::Owned(f(&o).cloned().unwrap_or_default()),
+    }
+}
+
+fn number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Int(i) => Some(*i as f64),
+        Value::Float(x) => Some(*x),
+        _ => None,
+    }
+}
+
+/// `==` as in Elixir: `1 == 1.0`, structural for lists and maps.
+fn equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Int(p), Value::Float(q)) | (Value::Float(q), Value::Int(p)) => *p as f64 == *q,
+        (Value::List(p), Value::List(q)) => {
+            p.len() == q.len() && p.iter().zip(q.iter()).all(|(x, y)| equal(x, y))
+        }
+        _ => a == b,
+    }
+}
+
+/// A value's type, with the value itself when it is short, for error messages.
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Nil => "nil".to_owned(),
+        Value::Bool(b) => format!("the boolean {b}"),
+        Value::Int(i) => format!("the integer {i}"),
+        Value::Float(x) => format!("the float {x:?}"),
+        Value::Str(s) if s.len() <= 20 => format!("the string {s:?}"),
+        other => format!("a {}", other.type_name()),
+    }
+}
+
+/// The error of a render that ran out of steps at `span` of `prog`.
+pub(super) fn step_limit(prog: &Program, span: Span, config: &Config) -> Error {
+    prog.error(ErrorKind::Limit, span, step_limit_message(config))
+}
+
+fn step_limit_message(config: &Config) -> String {
+    format!(
+        "template exceeded its step limit ({} steps)",
+        config.limits.max_steps
+    )
+}

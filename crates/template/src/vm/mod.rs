@@ -1,0 +1,414 @@
+//! Renderer: runs a [`Program`]'s ops against assigns, appending to an [`IoList`]. It can stop
+//! after any op once the output has reached a size and resume later from where it stopped, which
+//! is what streaming is: the whole state is a stack of frames (program counter, loop positions,
+//! variables), never the output.
+
+mod eval;
+mod frame;
+mod out;
+
+use std::sync::Arc;
+
+use galleon_iolist::IoList;
+use smallvec::{SmallVec, smallvec};
+
+use crate::ast::{BinOp, Span};
+use crate::error::{Error, ErrorKind};
+use crate::program::{Catalog, Code, CodeKind, Config, Generator, Instr, Op, Repeat};
+use crate::value::Value;
+use eval::{Eval, step_limit};
+use frame::{Frame, Loop, lookup};
+use out::{FLUSH_AT, Out, emit};
+
+/// The templates a render runs: borrowed by a whole render (no reference count touched on the
+/// catalog every worker thread shares), owned by a stream, which must outlive its engine handle.
+#[derive(Debug)]
+pub(crate) enum Programs<'c> {
+    Borrowed(&'c Catalog),
+    Owned(Arc<Catalog>),
+}
+
+impl std::ops::Deref for Programs<'_> {
+    type Target = Catalog;
+
+    #[inline]
+    fn deref(&self) -> &Catalog {
+        match self {
+            Programs::Borrowed(c) => c,
+            Programs::Owned(c) => c,
+        }
+    }
+}
+
+/// A resumable render: a stack of frames and a step budget.
+#[derive(Debug)]
+pub(crate) struct Vm<'c> {
+    catalog: Programs<'c>,
+    config: Config,
+    frames: SmallVec<[Frame; 1]>,
+    /// Steps left before the render fails with a limit error.
+    pub(crate) steps: u64,
+    /// Partial nesting outside this VM (for renders started inside an expression).
+    depth_base: usize,
+    /// The small-copy buffer, kept between chunks for its capacity.
+    buf: Vec<u8>,
+    /// Capacity the small-copy buffer gets at its first copy.
+    first_buf: usize,
+}
+
+impl<'c> Vm<'c> {
+    /// A render of program `index` with the assigns `assign` gives, not yet started.
+    pub(crate) fn new(
+        catalog: Programs<'c>,
+        config: Config,
+        index: usize,
+        assign: impl Fn(&str) -> Option<Value>,
+    ) -> Vm<'c> {
+        let frame = Frame::new(&catalog.programs[index], index, |name| {
+            assign(name.as_str())
+        });
+        Vm {
+            steps: config.limits.max_steps,
+            catalog,
+            config,
+            frames: smallvec![frame],
+            depth_base: 0,
+            buf: Vec::new(),
+            first_buf: 64,
+        }
+    }
+
+    /// The same render, now owning its catalog: how a whole render that outgrew its bound goes
+    /// on as a stream from where it paused (frames own their values; only the catalog was
+    /// borrowed).
+    pub(crate) fn into_owned(self, catalog: Arc<Catalog>) -> Vm<'static> {
+        Vm {
+            catalog: Programs::Owned(catalog),
+            config: self.config,
+            frames: self.frames,
+            steps: self.steps,
+            depth_base: self.depth_base,
+            buf: self.buf,
+            first_buf: self.first_buf,
+        }
+    }
+
+    /// Sizes the small-copy buffer for about `bytes` of output. The buffer is allocated at the
+    /// first copy, not here: a render that copies nothing (a page of long static blocks)
+    /// allocates none.
+    pub(crate) fn reserve(&mut self, bytes: usize) {
+        self.first_buf = bytes.clamp(64, FLUSH_AT);
+    }
+
+    /// Runs until done (`Ok(true)`) or until `out` holds at least `pause_at` bytes (`Ok(false)`:
+    /// call again to resume).
+    pub(crate) fn run(&mut self, out: &mut IoList, pause_at: usize) -> Result<bool, Error> {
+        // Every static piece of a program is a slice of its text: pinned once here (and once per
+        // partial called), each piece is then an offset into the pin, with no reference-count
+        // traffic on text that every worker thread rendering the template shares.
+        for frame in &self.frames {
+            out.pin(&self.catalog.programs[frame.prog].text);
+        }
+        let mut buf = std::mem::take(&mut self.buf);
+        let mut o = Out {
+            list: out,
+            buf: &mut buf,
+            copy_below: self.config.copy_below,
+            first_buf: self.first_buf,
+        };
+        let result = self.run_in(&mut o, pause_at);
+        o.finish();
+        self.buf = buf;
+        result
+    }
+
+    fn run_in(&mut self, out: &mut Out<'_>, pause_at: usize) -> Result<bool, Error> {
+        let catalog: &Catalog = &self.catalog;
+        // One frame at a time: the inner loop runs its instructions until it calls a partial,
+        // returns, pauses or fails.
+        'frames: loop {
+            let depth = self.depth_base + self.frames.len();
+            let Some(frame) = self.frames.last_mut() else {
+                return Ok(true);
+            };
+            let prog = &catalog.programs[frame.prog];
+            loop {
+                let Some(ins) = prog.ops.get(frame.pc) else {
+                    // Dropped where it lies: `pop` would first move the ~400-byte frame out.
+                    self.frames.truncate(self.frames.len() - 1);
+                    continue 'frames;
+                };
+                frame.pc += 1;
+                if self.steps == 0 {
+                    return Err(step_limit(prog, op_span(&ins.op), &self.config));
+                }
+                self.steps -= 1;
+                if !ins.text.is_empty() {
+                    out.text(&ins.text);
+                }
+                match &ins.op {
+                    Op::Text => {}
+                    Op::Output { code, escape } => {
+                        // Fast path: a variable, assign or key is output straight from where
+                        // it lives; anything else (or a miss, to report it) takes `eval`.
+                        let result = match lookup(frame, code) {
+                            Some(v) => emit(out, v, *escape),
+                            None => {
+                                let mut ev = Eval::new(
+                                    render_partial,
+                                    catalog,
+                                    &self.config,
+                                    prog,
+                                    frame,
+                                    &mut self.steps,
+                                    depth,
+                                );
+                                let v = ev.eval(code)?;
+                                emit(out, &v, *escape)
+                            }
+                        };
+                        result.map_err(|m| prog.error(ErrorKind::TypeMismatch, code.span, m))?;
+                    }
+                    Op::Exec(code) => {
+                        let mut ev = Eval::new(
+                            render_partial,
+                            catalog,
+                            &self.config,
+                            prog,
+                            frame,
+                            &mut self.steps,
+                            depth,
+                        );
+                        ev.eval(code)?;
+                    }
+                    Op::Branch {
+                        cond,
+                        jump_when,
+                        target,
+                    } => {
+                        let truthy = match fast_cond(frame, cond) {
+                            Some(t) => t,
+                            None => {
+                                let mut ev = Eval::new(
+                                    render_partial,
+                                    catalog,
+                                    &self.config,
+                                    prog,
+                                    frame,
+                                    &mut self.steps,
+                                    depth,
+                                );
+                                ev.eval(cond)?.is_truthy()
+                            }
+                        };
+                        if truthy == *jump_when {
+                            frame.pc = *target;
+                        }
+                    }
+                    Op::Jump(target) => frame.pc = *target,
+                    Op::ForInit {
+                        generator,
+                        bind,
+                        exit,
+                    } => {
+                        let mut ev = Eval::new(
+                            render_partial,
+                            catalog,
+                            &self.config,
+                            prog,
+                            frame,
+                            &mut self.steps,
+                            depth,
+                        );
+                        let mut state = ev.generator(generator)?;
+                        // A loop whose body is static text: every iteration at once.
+                        if let Some(Instr {
+                            op:
+                                Op::ForNext {
+                                    repeat: Some(rep),
+                                    body,
+                                    ..
+                                },
+                            ..
+                        }) = prog.ops.get(frame.pc)
+                            && *body == frame.pc
+                        {
+                            match repeat_rest(out, rep, &mut state, &mut self.steps, pause_at) {
+                                Repeated::All => frame.pc = *exit,
+                                Repeated::OutOfSteps => {
+                                    return Err(step_limit(prog, Span::default(), &self.config));
+                                }
+                                // Resume at the loop's bottom, as the next iteration.
+                                Repeated::Paused => {
+                                    frame.loops.push(state);
+                                    return Ok(false);
+                                }
+                            }
+                        } else if state.advance(*bind, &mut frame.locals) {
+                            frame.loops.push(state);
+                        } else {
+                            frame.pc = *exit;
+                        }
+                    }
+                    Op::ForNext {
+                        repeat: Some(rep),
+                        body,
+                        ..
+                    } => {
+                        // The body is this instruction's text, just output for the current
+                        // element: output it for all the others at once, one step each, as
+                        // their own iterations would have cost.
+                        if let Some(state) = frame.loops.last_mut() {
+                            match repeat_rest(out, rep, state, &mut self.steps, pause_at) {
+                                Repeated::All => {
+                                    frame.loops.pop();
+                                }
+                                Repeated::OutOfSteps => {
+                                    return Err(step_limit(prog, Span::default(), &self.config));
+                                }
+                                Repeated::Paused => {
+                                    frame.pc = *body;
+                                    return Ok(false);
+                                }
+                            }
+                        }
+                    }
+                    Op::ForNext { bind, body, .. } => {
+                        let more = match frame.loops.last_mut() {
+                            Some(state) => state.advance(*bind, &mut frame.locals),
+                            None => false,
+                        };
+                        if more {
+                            frame.pc = *body;
+                        } else {
+                            frame.loops.pop();
+                        }
+                    }
+                    Op::Call {
+                        partial,
+                        args,
+                        span,
+                    } => {
+                        let mut ev = Eval::new(
+                            render_partial,
+                            catalog,
+                            &self.config,
+                            prog,
+                            frame,
+                            &mut self.steps,
+                            depth,
+                        );
+                        let (target, args) = ev.call_args(*partial, args, *span)?;
+                        let new = Frame::new(&catalog.programs[target], target, |name| {
+                            args.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+                        });
+                        out.list.pin(&catalog.programs[target].text);
+                        self.frames.push(new);
+                        if out.len() >= pause_at {
+                            return Ok(false);
+                        }
+                        continue 'frames;
+                    }
+                }
+                if out.len() >= pause_at {
+                    return Ok(false);
+                }
+            }
+        }
+    }
+}
+
+/// How [`repeat_rest`] ended.
+enum Repeated {
+    /// Every remaining iteration was output.
+    All,
+    /// The output reached the pause point first; the loop state is moved to the iteration to
+    /// resume with, at the loop's bottom instruction.
+    Paused,
+    /// The step budget ran out first.
+    OutOfSteps,
+}
+
+/// Outputs every iteration left in `state` of a loop whose body is `rep`'s static text, one
+/// step each, as the iterations run one by one would have cost.
+fn repeat_rest(
+    out: &mut Out<'_>,
+    rep: &Repeat,
+    state: &mut Loop,
+    steps: &mut u64,
+    pause_at: usize,
+) -> Repeated {
+    let left = state.remaining();
+    let budget = left.min(*steps);
+    let done = out.repeat(rep, budget, pause_at);
+    *steps -= done;
+    if done == left {
+        Repeated::All
+    } else if done == budget {
+        Repeated::OutOfSteps
+    } else {
+        state.skip(done + 1);
+        Repeated::Paused
+    }
+}
+
+/// The truthiness of a condition that is a plain path, or a comparison of two integer paths
+/// (`i == 0`), without `eval`; `None` for anything else.
+#[inline]
+fn fast_cond(frame: &Frame, cond: &Code) -> Option<bool> {
+    match &cond.kind {
+        CodeKind::Binary(op, a, b) => {
+            let (Value::Int(x), Value::Int(y)) = (lookup(frame, a)?, lookup(frame, b)?) else {
+                return None;
+            };
+            Some(match op {
+                BinOp::Eq => x == y,
+                BinOp::Ne => x != y,
+                BinOp::Lt => x < y,
+                BinOp::Le => x <= y,
+                BinOp::Gt => x > y,
+                BinOp::Ge => x >= y,
+                _ => return None,
+            })
+        }
+        _ => lookup(frame, cond).map(Value::is_truthy),
+    }
+}
+
+/// A span to blame for an op that has none of its own.
+fn op_span(op: &Op) -> Span {
+    match op {
+        Op::Output { code, .. } | Op::Exec(code) | Op::Branch { cond: code, .. } => code.span,
+        Op::ForInit {
+            generator: Generator::Items(c) | Generator::Range(c, _),
+            ..
+        } => c.span,
+        Op::Call { span, .. } => *span,
+        Op::Text | Op::Jump(_) | Op::ForNext { .. } => Span::default(),
+    }
+}
+
+/// [`RenderPartial`] for expressions: a partial rendered by a VM of its own.
+#[allow(clippy::too_many_arguments)]
+fn render_partial(
+    catalog: &Catalog,
+    config: &Config,
+    frame: Frame,
+    steps: &mut u64,
+    depth: usize,
+    out: &mut IoList,
+    pause_at: usize,
+) -> Result<bool, Error> {
+    let mut vm = Vm {
+        catalog: Programs::Borrowed(catalog),
+        config: *config,
+        frames: smallvec![frame],
+        steps: *steps,
+        depth_base: depth,
+        buf: Vec::new(),
+        first_buf: 64,
+    };
+    let done = vm.run(out, pause_at);
+    *steps = vm.steps;
+    done
+}
