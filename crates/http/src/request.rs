@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::ops::Range;
 
 use bytes::Bytes;
+use bytestring::ByteString;
 
 /// An HTTP request method.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -70,8 +71,9 @@ impl fmt::Display for Method {
 ///
 /// The head's bytes are kept in one shared buffer and every string is a range into it, so parsing
 /// a request allocates one small vector for the header ranges and the request itself: its parts
-/// (216 bytes) are boxed so that passing it from the parser to the router to the handler moves
-/// one pointer.
+/// are boxed so that passing it from the parser to the router to the handler moves one pointer.
+/// The target (path and query) is a slice of the same buffer checked to be UTF-8 once, when
+/// parsed, so `path()`, `query()` and `target()` are free however often a request is routed.
 #[derive(Clone)]
 pub struct Request(Box<Parts>);
 
@@ -80,8 +82,12 @@ pub struct Request(Box<Parts>);
 struct Parts {
     method: Method,
     head: Bytes,
-    path: Range<usize>,
-    query: Option<Range<usize>>,
+    /// Path and `?query` as sent: a slice of `head`, UTF-8 checked once.
+    target: ByteString,
+    /// The path: `target[..path_end]`.
+    path_end: usize,
+    /// Where the query starts in `target` (after the `?`), if there is one.
+    query_start: Option<usize>,
     headers: Vec<(Range<usize>, Range<usize>)>,
     minor_version: u8,
     body: Bytes,
@@ -112,11 +118,13 @@ impl Request {
         minor_version: u8,
         peer: Option<SocketAddr>,
     ) -> Request {
+        let (target, path_end, query_start) = target_of(&head, path, query);
         Request(Box::new(Parts {
             method,
             head,
-            path,
-            query,
+            target,
+            path_end,
+            query_start,
             headers,
             minor_version,
             body: Bytes::new(),
@@ -139,11 +147,14 @@ impl Request {
             ranges.push((ns..vs, vs..head.len()));
         }
         let (path, query) = split_target(0..target.len(), target.as_bytes());
+        let head = Bytes::from(head);
+        let (target, path_end, query_start) = target_of(&head, path, query);
         Request(Box::new(Parts {
             method,
-            head: Bytes::from(head),
-            path,
-            query,
+            head,
+            target,
+            path_end,
+            query_start,
             headers: ranges,
             minor_version: 1,
             body,
@@ -159,7 +170,7 @@ impl Request {
 
     /// The path, as sent (still percent-encoded), without the query.
     pub fn path(&self) -> &str {
-        match self.str_at(self.0.path.clone()) {
+        match &self.0.target[..self.0.path_end] {
             // An absolute-form target without a path (`http://host?q`) means `/`.
             "" => "/",
             p => p,
@@ -168,13 +179,12 @@ impl Request {
 
     /// The raw query string after `?`, or `""`.
     pub fn query(&self) -> &str {
-        self.0.query.clone().map_or("", |r| self.str_at(r))
+        self.0.query_start.map_or("", |q| &self.0.target[q..])
     }
 
     /// The request target: path and `?query` as sent.
     pub fn target(&self) -> &str {
-        let end = self.0.query.as_ref().map_or(self.0.path.end, |q| q.end);
-        self.str_at(self.0.path.start..end)
+        &self.0.target
     }
 
     /// The query string decoded into `(name, value)` pairs, in order (`+` is a space, `%XX` a
@@ -195,6 +205,16 @@ impl Request {
             .headers
             .iter()
             .find(|(n, _)| self.0.head[n.clone()].eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, v)| &self.0.head[v.clone()])
+    }
+
+    /// The values of every header with this name (ASCII case-insensitive), in order. Names are
+    /// compared as bytes, so looking up a header costs no UTF-8 check of the others.
+    pub fn header_values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.0
+            .headers
+            .iter()
+            .filter(|(n, _)| self.0.head[n.clone()].eq_ignore_ascii_case(name.as_bytes()))
             .map(|(_, v)| &self.0.head[v.clone()])
     }
 
@@ -257,6 +277,25 @@ impl Request {
     fn str_at(&self, r: Range<usize>) -> &str {
         // Every range stored was checked to be UTF-8 (ASCII, in fact) when parsed.
         std::str::from_utf8(&self.0.head[r]).unwrap_or("")
+    }
+}
+
+/// The target (`path` up to the end of `query`) of `head` as one string checked once, with the
+/// path's end and the query's start relative to it. httparse has already checked that the
+/// target is UTF-8, so the empty fallback is never taken for a parsed request.
+fn target_of(
+    head: &Bytes,
+    path: Range<usize>,
+    query: Option<Range<usize>>,
+) -> (ByteString, usize, Option<usize>) {
+    let end = query.as_ref().map_or(path.end, |q| q.end);
+    match ByteString::try_from(head.slice(path.start..end)) {
+        Ok(target) => (
+            target,
+            path.end - path.start,
+            query.map(|q| q.start - path.start),
+        ),
+        Err(_) => (ByteString::new(), 0, None),
     }
 }
 
@@ -366,6 +405,34 @@ pub fn split_query(q: &str) -> impl Iterator<Item = (&str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn header_values_match_names_in_any_case_in_order() {
+        let r = Request::new(
+            Method::Get,
+            "/",
+            &[("Host", "a"), ("x-n", "1"), ("HOST", "b"), ("X-N", "2")],
+            Bytes::new(),
+        );
+        assert_eq!(r.header_values("host").collect::<Vec<_>>(), [b"a", b"b"]);
+        assert_eq!(r.header_values("X-n").collect::<Vec<_>>(), [b"1", b"2"]);
+        assert_eq!(r.header_values("content-length").count(), 0);
+        assert_eq!(r.header("x-N"), Some(&b"1"[..]));
+    }
+
+    #[test]
+    fn path_query_and_target_come_from_the_target() {
+        for (target, path, query) in [
+            ("/a/b?x=1&y", "/a/b", "x=1&y"),
+            ("/a", "/a", ""),
+            ("/a?", "/a", ""),
+            ("/%C3%A9?q=%20", "/%C3%A9", "q=%20"),
+            ("/caf\u{e9}?\u{e9}=1", "/caf\u{e9}", "\u{e9}=1"),
+        ] {
+            let r = Request::new(Method::Get, target, &[("host", "h")], Bytes::new());
+            assert_eq!((r.path(), r.query(), r.target()), (path, query, target));
+        }
+    }
 
     #[test]
     fn query_strings_split_into_decoded_pairs() {
