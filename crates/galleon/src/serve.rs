@@ -43,6 +43,18 @@ pub(crate) struct Args {
     /// Bytes rendered per chunk of a streamed page (`/doom`).
     #[arg(long, default_value_t = crate::site::DEFAULT_STREAM_CHUNK, value_name = "BYTES")]
     chunk_bytes: usize,
+    /// Pages that end within this many bytes are sent whole with `content-length`; longer
+    /// ones are streamed in `--chunk-bytes` chunks (the most of a page a connection holds).
+    #[arg(long, default_value_t = crate::site::DEFAULT_FULL_BODY_MAX, value_name = "BYTES")]
+    full_body_max: usize,
+    /// Template work allowed per render (per chunk of a streamed page): operations plus
+    /// expression nodes evaluated; past it the render fails (500, or 400 when the query's values
+    /// caused it).
+    #[arg(long, default_value_t = galleon_template::DEFAULT_MAX_STEPS, value_name = "N")]
+    max_template_steps: u64,
+    /// Deepest nesting of partials (a template that renders a template ...).
+    #[arg(long, default_value_t = galleon_template::DEFAULT_MAX_DEPTH, value_name = "N")]
+    max_partial_depth: usize,
     /// Worker threads (default: one per core).
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
@@ -128,6 +140,10 @@ const FD_RESERVE: u64 = 64;
 /// Largest `--chunk-bytes`: 64 MiB. Each streaming connection holds up to three chunks.
 const MAX_CHUNK_BYTES: usize = 64 * 1024 * 1024;
 
+/// Largest `--full-body-max`: a page is held whole in memory up to this bound, once per
+/// connection rendering it.
+const MAX_FULL_BODY_MAX: usize = 1024 * 1024 * 1024;
+
 /// A duration flag in seconds: more than 0, at most [`MAX_DURATION`].
 fn secs(v: f64, what: &str) -> anyhow::Result<Duration> {
     let d = Duration::try_from_secs_f64(v)
@@ -187,6 +203,21 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         args.chunk_bytes
     );
     anyhow::ensure!(
+        (1..=MAX_FULL_BODY_MAX).contains(&args.full_body_max),
+        "--full-body-max {}: expected 1 to {MAX_FULL_BODY_MAX} bytes",
+        args.full_body_max
+    );
+    anyhow::ensure!(
+        args.max_template_steps >= 1,
+        "--max-template-steps 0: a render needs at least one step"
+    );
+    anyhow::ensure!(
+        (1..=galleon_template::DEFAULT_MAX_DEPTH).contains(&args.max_partial_depth),
+        "--max-partial-depth {}: expected 1 to {} (each level is a frame on the rendering thread's stack)",
+        args.max_partial_depth,
+        galleon_template::DEFAULT_MAX_DEPTH
+    );
+    anyhow::ensure!(
         args.max_connections >= 1,
         "--max-connections 0: at least one connection is needed"
     );
@@ -231,7 +262,16 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let workers = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
-    let router = crate::site::router(&args.site, args.chunk_bytes)
+    let site_options = crate::site::SiteOptions {
+        stream_chunk: args.chunk_bytes,
+        full_body_max: args.full_body_max,
+        limits: galleon_template::Limits {
+            max_steps: args.max_template_steps,
+            max_depth: args.max_partial_depth,
+            ..galleon_template::Limits::default()
+        },
+    };
+    let router = crate::site::router(&args.site, site_options)
         .with_context(|| format!("loading the site in {}", args.site.display()))?;
 
     let mut rt = tokio::runtime::Builder::new_multi_thread();

@@ -2,10 +2,11 @@
 //! `/static/...`, the index at `/`, and the seed experiments' extra assigns.
 //!
 //! Every page is rendered with [`Engine::render_or_stream`]: a page that ends within
-//! [`FULL_BODY_MAX`] bytes (all ordinary pages, `/blah?iters=1000`'s 410 KB) is sent whole with
-//! `content-length`; a longer one (`/doom`) goes out chunked, starting with what was already
-//! rendered and continuing from there, one chunk of `--chunk-bytes` at a time, so no query
-//! string can make the server hold more than about `FULL_BODY_MAX` bytes of any page. Pages are served bare (no layout), so `/blah?iters=N` is
+//! `--full-body-max` bytes ([`DEFAULT_FULL_BODY_MAX`]; all ordinary pages, `/blah?iters=1000`'s
+//! 410 KB) is sent whole with `content-length`; a longer one (`/doom`) goes out chunked, starting
+//! with what was already rendered and continuing from there, one chunk of `--chunk-bytes` at a
+//! time, so no query string can make the server hold more than about that bound of any page.
+//! Pages are served bare (no layout), so `/blah?iters=N` is
 //! byte-identical to `galleon render site/pages/blah.html.eex --assign iters=N`; the layout wraps
 //! only the index.
 
@@ -19,12 +20,23 @@ use anyhow::Context;
 use bytes::Bytes;
 use galleon_http::{Body, IoList, Request, Response, Router, StatusCode, sync_handler};
 use galleon_iolist::escape_html_copy_into;
-use galleon_template::{Assigns, Engine, ErrorKind, Rendered, TemplateId, Value};
+use galleon_template::{Assigns, Engine, ErrorKind, Limits, Rendered, TemplateId, Value};
 
 /// A page that ends within this many bytes is sent whole with `content-length`; a longer one is
 /// streamed. 4 MiB: ten times the seed's largest page (410 KB), small enough that 1000
 /// concurrent renders stay under 4 GiB.
-pub(crate) const FULL_BODY_MAX: usize = 4 * 1024 * 1024;
+pub(crate) const DEFAULT_FULL_BODY_MAX: usize = 4 * 1024 * 1024;
+
+/// How the site renders: the bounds `galleon serve` takes as flags.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SiteOptions {
+    /// Bytes rendered per chunk of a streamed page.
+    pub(crate) stream_chunk: usize,
+    /// Pages that end within this many bytes are sent whole; longer ones are streamed.
+    pub(crate) full_body_max: usize,
+    /// The template engine's step and nesting limits.
+    pub(crate) limits: Limits,
+}
 
 /// Default chunk size of a streamed page: 256 KiB, the same as `galleon render`. Downloads of
 /// `/doom` with 64 KiB, 256 KiB and 1 MiB chunks on the (shared, noisy) development machine
@@ -69,6 +81,7 @@ struct Site {
     engine: Engine,
     pool: Vec<Value>,
     stream_chunk: usize,
+    full_body_max: usize,
     seq: AtomicU64,
 }
 
@@ -85,10 +98,11 @@ struct Page {
 }
 
 /// Builds the site's router from `dir` (`pages/`, `data/`, `static/`, `layout.html.eex`).
-pub(crate) fn router(dir: &Path, stream_chunk: usize) -> anyhow::Result<Router> {
+pub(crate) fn router(dir: &Path, options: SiteOptions) -> anyhow::Result<Router> {
     let engine = Engine::load(dir)
         .map_err(|e| anyhow::anyhow!("{e}"))?
-        .with_copy_below(SERVE_COPY_BELOW);
+        .with_copy_below(SERVE_COPY_BELOW)
+        .with_limits(options.limits);
     let mut data = HashMap::new();
     let mut pages = Vec::new();
     for name in engine.names() {
@@ -116,7 +130,8 @@ pub(crate) fn router(dir: &Path, stream_chunk: usize) -> anyhow::Result<Router> 
     let site = Arc::new(Site {
         engine,
         pool: string_pool(),
-        stream_chunk: stream_chunk.max(1),
+        stream_chunk: options.stream_chunk.max(1),
+        full_body_max: options.full_body_max,
         seq: AtomicU64::new(0x2545_f491_4f6c_dd1d),
     });
 
@@ -260,7 +275,7 @@ fn render_page(site: &Site, page: &Page, req: &Request) -> Response {
     let assign = |name: &str| assign(site, page, req, name, &strings);
     match site
         .engine
-        .render_or_stream(page.template, assign, FULL_BODY_MAX, site.stream_chunk)
+        .render_or_stream(page.template, assign, site.full_body_max, site.stream_chunk)
     {
         Ok(Rendered::Whole(list)) => Response::html(list),
         Ok(Rendered::Streaming { first, rest }) => {

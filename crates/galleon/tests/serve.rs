@@ -110,6 +110,30 @@ fn pages_index_static_files_and_404s() {
     assert_eq!(c.get("/blah?iters=2", &[]).unwrap().status, 200);
 }
 
+/// `--full-body-max` and the template limits reach the pages: a page over the bound is streamed
+/// with the same bytes, and a render past the step limit is refused, not run.
+#[test]
+fn render_bounds_are_flags() {
+    let whole = ServeProcess::start(&[]);
+    let small = ServeProcess::start(&["--full-body-max", "1000"]);
+    let few_steps = ServeProcess::start(&["--max-template-steps", "500"]);
+    let (mut cw, mut cs, mut cf) = (client(&whole), client(&small), client(&few_steps));
+    let a = cw.get("/blah?iters=10", &[]).unwrap();
+    let b = cs.get("/blah?iters=10", &[]).unwrap();
+    assert_eq!(a.header("content-length"), Some("4100"));
+    assert_eq!(a.header("transfer-encoding"), None);
+    assert_eq!(b.header("transfer-encoding"), Some("chunked"));
+    assert_eq!(b.header("content-length"), None);
+    assert_eq!((a.status, b.status), (200, 200));
+    assert_eq!(a.body, b.body);
+    // 1,000 iterations cost over 500 steps: refused under the small budget (the query asked for
+    // them: 400), rendered under the default one.
+    assert_eq!(cw.get("/blah?iters=1000", &[]).unwrap().status, 200);
+    let r = cf.get("/blah?iters=1000", &[]).unwrap();
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(cf.get("/blah?iters=10", &[]).unwrap().status, 200);
+}
+
 #[test]
 fn strings_pages_reuse_or_scatter_the_same_pool() {
     let s = ServeProcess::start(&[]);
@@ -301,6 +325,12 @@ fn out_of_range_durations_and_sizes_are_refused_at_start() {
             "--events-keep-alive must be more than 0 seconds",
         ),
         (["--chunk-bytes", "0"], "--chunk-bytes 0: expected 1 to"),
+        (["--full-body-max", "0"], "--full-body-max 0: expected 1 to"),
+        (["--max-template-steps", "0"], "--max-template-steps 0"),
+        (
+            ["--max-partial-depth", "65"],
+            "--max-partial-depth 65: expected 1 to 64",
+        ),
         (["--max-connections", "0"], "--max-connections 0"),
         (["--max-head-bytes", "10"], "--max-head-bytes 10: expected"),
         (["--max-headers", "0"], "--max-headers 0: expected"),
