@@ -19,9 +19,10 @@
 //! let dir = tempfile::tempdir().unwrap();
 //! let store = Store::open(&format!("sqlite:{}", dir.path().join("e.db").display())).await.unwrap();
 //! let body = br#"[{"type":"Placed","data":{"n":1}}]"#;
-//! let r = api::append(&store, "order-1", Some("no_stream"), body).await;
+//! let limits = api::ApiLimits::default();
+//! let r = api::append(&store, &limits, "order-1", Some("no_stream"), body).await;
 //! assert_eq!(r.status, 201);
-//! let r = api::read_stream(&store, "order-1", &[("limit", "10")]).await;
+//! let r = api::read_stream(&store, &limits, "order-1", &[("limit", "10")]).await;
 //! assert_eq!(r.status, 200);
 //! # });
 //! ```
@@ -45,6 +46,25 @@ pub const DEFAULT_READ_LIMIT: usize = 100;
 /// Largest `limit` a read request may ask for; larger values get a 400. A guess bounding one
 /// response to ~1 MB of typical events.
 pub const MAX_HTTP_READ_LIMIT: usize = 1_000;
+
+/// Per-request bounds of the HTTP API (`galleon serve --max-append-events`, `--max-read-limit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiLimits {
+    /// Most events one `POST /streams/{id}` may carry; at most [`crate::MAX_APPEND_EVENTS`].
+    pub max_append_events: usize,
+    /// Largest `limit` a read may ask for; at most [`crate::MAX_READ_EVENTS`]. A read without
+    /// `limit` returns [`DEFAULT_READ_LIMIT`] events, or this many if fewer.
+    pub max_read_limit: usize,
+}
+
+impl Default for ApiLimits {
+    fn default() -> ApiLimits {
+        ApiLimits {
+            max_append_events: MAX_HTTP_APPEND_EVENTS,
+            max_read_limit: MAX_HTTP_READ_LIMIT,
+        }
+    }
+}
 
 /// Content type of every JSON answer.
 pub const JSON_CONTENT_TYPE: &str = "application/json";
@@ -150,6 +170,7 @@ struct AppendBody<'a> {
 /// server's business (its request body limit), checked before the body was read.
 pub async fn append(
     store: &Store,
+    limits: &ApiLimits,
     stream: &str,
     expected_version: Option<&str>,
     body: &[u8],
@@ -179,12 +200,13 @@ pub async fn append(
             );
         }
     };
-    if parsed.len() > MAX_HTTP_APPEND_EVENTS {
+    if parsed.len() > limits.max_append_events {
         return ApiResponse::error(
             400,
             &format!(
-                "{} events in one request, the limit is {MAX_HTTP_APPEND_EVENTS}",
-                parsed.len()
+                "{} events in one request, the limit is {}",
+                parsed.len(),
+                limits.max_append_events
             ),
         );
     }
@@ -297,10 +319,11 @@ struct ReadQuery {
 fn parse_read_query(
     pairs: &[(&str, &str)],
     allow_direction: bool,
+    max_limit: usize,
 ) -> Result<ReadQuery, ApiResponse> {
     let mut q = ReadQuery {
         from: None,
-        limit: DEFAULT_READ_LIMIT,
+        limit: DEFAULT_READ_LIMIT.min(max_limit),
         direction: Direction::Forward,
     };
     for &(key, value) in pairs {
@@ -308,10 +331,10 @@ fn parse_read_query(
             "from" => q.from = Some(parse_number("from", value)?),
             "limit" => {
                 let n = parse_number("limit", value)?;
-                if n == 0 || n > MAX_HTTP_READ_LIMIT as u64 {
+                if n == 0 || n > max_limit as u64 {
                     return Err(ApiResponse::error(
                         400,
-                        &format!("query limit={n} is out of range 1..={MAX_HTTP_READ_LIMIT}"),
+                        &format!("query limit={n} is out of range 1..={max_limit}"),
                     ));
                 }
                 q.limit = n as usize;
@@ -355,8 +378,13 @@ fn parse_number(name: &str, value: &str) -> Result<u64, ApiResponse> {
 
 /// `GET /streams/{stream}?from=&limit=&direction=`: one page of the stream's events; `query`
 /// holds the decoded query pairs.
-pub async fn read_stream(store: &Store, stream: &str, query: &[(&str, &str)]) -> ApiResponse {
-    let q = match parse_read_query(query, true) {
+pub async fn read_stream(
+    store: &Store,
+    limits: &ApiLimits,
+    stream: &str,
+    query: &[(&str, &str)],
+) -> ApiResponse {
+    let q = match parse_read_query(query, true, limits.max_read_limit) {
         Ok(q) => q,
         Err(r) => return r,
     };
@@ -377,8 +405,8 @@ pub async fn read_stream(store: &Store, stream: &str, query: &[(&str, &str)]) ->
 }
 
 /// `GET /all?from=&limit=`: one page of `$all`; `query` holds the decoded query pairs.
-pub async fn read_all(store: &Store, query: &[(&str, &str)]) -> ApiResponse {
-    let q = match parse_read_query(query, false) {
+pub async fn read_all(store: &Store, limits: &ApiLimits, query: &[(&str, &str)]) -> ApiResponse {
+    let q = match parse_read_query(query, false, limits.max_read_limit) {
         Ok(q) => q,
         Err(r) => return r,
     };
@@ -399,7 +427,7 @@ pub fn subscribe_from(
     query: &[(&str, &str)],
     last_event_id: Option<&str>,
 ) -> Result<u64, ApiResponse> {
-    let q = parse_read_query(query, false)?;
+    let q = parse_read_query(query, false, MAX_HTTP_READ_LIMIT)?;
     if let Some(from) = q.from {
         return Ok(from);
     }

@@ -1020,10 +1020,13 @@ async fn call(
         .filter(|p| !p.is_empty())
         .map(|p| p.split_once('=').unwrap_or((p, "")))
         .collect();
+    let limits = api::ApiLimits::default();
     match (method, path.strip_prefix("/streams/")) {
-        ("POST", Some(stream)) => api::append(store, stream, expected, body.as_bytes()).await,
-        ("GET", Some(stream)) => api::read_stream(store, stream, &pairs).await,
-        ("GET", None) if path == "/all" => api::read_all(store, &pairs).await,
+        ("POST", Some(stream)) => {
+            api::append(store, &limits, stream, expected, body.as_bytes()).await
+        }
+        ("GET", Some(stream)) => api::read_stream(store, &limits, stream, &pairs).await,
+        ("GET", None) if path == "/all" => api::read_all(store, &limits, &pairs).await,
         _ => panic!("{method} {path} is not an API route"),
     }
 }

@@ -144,7 +144,12 @@ pub(crate) fn redact(url: &str) -> String {
 
 /// Adds the event-store routes to `router`: each decodes its parameters once (the router the
 /// stream id, [`query_pairs`] the query) and calls its [`api`] function.
-pub(crate) fn mount(router: Router, store: Store, keep_alive: Duration) -> Router {
+pub(crate) fn mount(
+    router: Router,
+    store: Store,
+    keep_alive: Duration,
+    limits: api::ApiLimits,
+) -> Router {
     let append = store.clone();
     let read = store.clone();
     let all = store.clone();
@@ -160,7 +165,7 @@ pub(crate) fn mount(router: Router, store: Store, keep_alive: Duration) -> Route
                     Ok(v) => v,
                     Err(resp) => return *resp,
                 };
-                into_response(api::append(&store, stream, expected, req.body()).await)
+                into_response(api::append(&store, &limits, stream, expected, req.body()).await)
             }
         })
         .get("/streams/{id}", move |req: Request| {
@@ -171,7 +176,9 @@ pub(crate) fn mount(router: Router, store: Store, keep_alive: Duration) -> Route
                     Err(resp) => return *resp,
                 };
                 match query_pairs(&req) {
-                    Ok(q) => into_response(api::read_stream(&store, stream, &borrowed(&q)).await),
+                    Ok(q) => into_response(
+                        api::read_stream(&store, &limits, stream, &borrowed(&q)).await,
+                    ),
                     Err(resp) => *resp,
                 }
             }
@@ -180,7 +187,7 @@ pub(crate) fn mount(router: Router, store: Store, keep_alive: Duration) -> Route
             let store = all.clone();
             async move {
                 match query_pairs(&req) {
-                    Ok(q) => into_response(api::read_all(&store, &borrowed(&q)).await),
+                    Ok(q) => into_response(api::read_all(&store, &limits, &borrowed(&q)).await),
                     Err(resp) => *resp,
                 }
             }

@@ -55,6 +55,12 @@ pub(crate) struct Args {
     /// Deepest nesting of partials (a template that renders a template ...).
     #[arg(long, default_value_t = galleon_template::DEFAULT_MAX_DEPTH, value_name = "N")]
     max_partial_depth: usize,
+    /// Most events one `POST /streams/{id}` may carry (at most the store's own limit, 10,000).
+    #[arg(long, default_value_t = galleon_eventstore::api::MAX_HTTP_APPEND_EVENTS, value_name = "N")]
+    max_append_events: usize,
+    /// Largest `limit=` a read of a stream or of `$all` may ask for (at most 10,000).
+    #[arg(long, default_value_t = galleon_eventstore::api::MAX_HTTP_READ_LIMIT, value_name = "N")]
+    max_read_limit: usize,
     /// Worker threads (default: one per core).
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
@@ -218,6 +224,18 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         galleon_template::DEFAULT_MAX_DEPTH
     );
     anyhow::ensure!(
+        (1..=galleon_eventstore::MAX_APPEND_EVENTS).contains(&args.max_append_events),
+        "--max-append-events {}: expected 1 to {}",
+        args.max_append_events,
+        galleon_eventstore::MAX_APPEND_EVENTS
+    );
+    anyhow::ensure!(
+        (1..=galleon_eventstore::MAX_READ_EVENTS).contains(&args.max_read_limit),
+        "--max-read-limit {}: expected 1 to {}",
+        args.max_read_limit,
+        galleon_eventstore::MAX_READ_EVENTS
+    );
+    anyhow::ensure!(
         args.max_connections >= 1,
         "--max-connections 0: at least one connection is needed"
     );
@@ -286,7 +304,15 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                     crate::events::redact(&events.url),
                     store.backend_name()
                 );
-                crate::events::mount(router, store, events.keep_alive)
+                crate::events::mount(
+                    router,
+                    store,
+                    events.keep_alive,
+                    galleon_eventstore::api::ApiLimits {
+                        max_append_events: args.max_append_events,
+                        max_read_limit: args.max_read_limit,
+                    },
+                )
             }
             None => router,
         };

@@ -371,6 +371,33 @@ fn request_bodies_over_the_limit_get_413() {
     assert_eq!(status, 201);
 }
 
+/// `--max-append-events` and `--max-read-limit` bound the API; the default page of a read
+/// shrinks to fit a smaller limit.
+#[test]
+fn api_bounds_are_flags() {
+    let s = start(&["--max-append-events", "3", "--max-read-limit", "5"]);
+    let mut c = client(s.proc.addr);
+    let (status, v) = append(&mut c, "lim", None, &events("E", 4));
+    assert_eq!(status, 400, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("the limit is 3"),
+        "{v}"
+    );
+    for _ in 0..3 {
+        assert_eq!(append(&mut c, "lim", None, &events("E", 3)).0, 201);
+    }
+    let (status, v) = get(&mut c, "/streams/lim?limit=6");
+    assert_eq!(status, 400, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("1..=5"), "{v}");
+    assert_eq!(
+        numbers(&get(&mut c, "/streams/lim?limit=5").1, "version").len(),
+        5
+    );
+    assert_eq!(numbers(&get(&mut c, "/streams/lim").1, "version").len(), 5);
+    assert_eq!(get(&mut c, "/all?limit=6").0, 400);
+    assert_eq!(numbers(&get(&mut c, "/all").1, "position").len(), 5);
+}
+
 #[test]
 fn reads_streams_both_ways_and_all() {
     let s = start(&[]);

@@ -331,6 +331,14 @@ fn out_of_range_durations_and_sizes_are_refused_at_start() {
             ["--max-partial-depth", "65"],
             "--max-partial-depth 65: expected 1 to 64",
         ),
+        (
+            ["--max-append-events", "0"],
+            "--max-append-events 0: expected 1 to 10000",
+        ),
+        (
+            ["--max-read-limit", "10001"],
+            "--max-read-limit 10001: expected 1 to 10000",
+        ),
         (["--max-connections", "0"], "--max-connections 0"),
         (["--max-head-bytes", "10"], "--max-head-bytes 10: expected"),
         (["--max-headers", "0"], "--max-headers 0: expected"),
