@@ -168,6 +168,7 @@ pub(crate) fn mount(
                 into_response(api::append(&store, &limits, stream, expected, req.body()).await)
             }
         })
+        .on_bad_escape(bad_stream_id)
         .get("/streams/{id}", move |req: Request| {
             let store = read.clone();
             async move {
@@ -183,6 +184,7 @@ pub(crate) fn mount(
                 }
             }
         })
+        .on_bad_escape(bad_stream_id)
         .get("/all", move |req: Request| {
             let store = all.clone();
             async move {
@@ -363,6 +365,14 @@ fn into_response(resp: api::ApiResponse) -> Response {
 }
 
 /// `{"error": message}` with `status`, shaped like the API's own errors.
+/// A stream id whose percent-escapes do not decode: a JSON 400, like every API answer.
+fn bad_stream_id(_req: &Request) -> Response {
+    json_error(
+        StatusCode::BAD_REQUEST,
+        "stream id: malformed percent-escape or not UTF-8",
+    )
+}
+
 fn json_error(status: StatusCode, message: &str) -> Response {
     let body = serde_json::json!({ "error": message }).to_string();
     Response::new(status, body).with_header("content-type", api::JSON_CONTENT_TYPE)

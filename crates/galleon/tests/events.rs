@@ -252,6 +252,18 @@ fn append_answers_positions_conflicts_and_bad_input() {
     );
     assert!(p0 < p1, "{first}");
 
+    // Regression (issue 13, class 11): a stream id whose escape does not decode was a text 404,
+    // then a text 400; the API answers in JSON.
+    for (method, target) in [
+        ("GET", "/streams/a%zz"),
+        ("POST", "/streams/a%ff"),
+        ("GET", "/streams/%e2%28"),
+    ] {
+        let (status, v) = call(&mut c, method, target, &[], b"[]");
+        assert_eq!(status, 400, "{method} {target}: {v}");
+        assert!(v["error"].as_str().unwrap().contains("stream id"), "{v}");
+    }
+
     // The same request again (a client retrying after a lost answer) stores nothing twice.
     let (status, retry) = append(&mut c, "order-1", Some("no_stream"), &batch);
     assert_eq!((status, &retry), (201, &first));

@@ -184,10 +184,15 @@ impl Pattern {
     }
 }
 
+/// How a route answers a path of its shape whose escapes do not decode (see
+/// [`Router::on_bad_escape`]).
+type BadEscapeAnswer = Arc<dyn Fn(&Request) -> Response + Send + Sync>;
+
 struct Route {
     method: Method,
     pattern: Pattern,
     handler: Arc<dyn Handler>,
+    bad_escape: Option<BadEscapeAnswer>,
 }
 
 /// Routes requests to handlers by method and path pattern.
@@ -231,7 +236,7 @@ impl fmt::Debug for Router {
 enum Dispatch<'r> {
     Handler(&'r dyn Handler, Vec<(String, String)>),
     MethodNotAllowed(Vec<Method>),
-    BadEscape,
+    BadEscape(Option<&'r BadEscapeAnswer>),
     NotFound,
 }
 
@@ -248,7 +253,23 @@ impl Router {
             method,
             pattern: Pattern::parse(pattern),
             handler: Arc::new(handler),
+            bad_escape: None,
         });
+        self
+    }
+
+    /// How the route added last answers a path of its shape whose percent-escapes do not decode
+    /// (`/streams/a%zz`), instead of the plain-text 400: an API whose answers are JSON says so
+    /// in JSON. Panics when no route was added yet.
+    pub fn on_bad_escape(
+        mut self,
+        answer: impl Fn(&Request) -> Response + Send + Sync + 'static,
+    ) -> Router {
+        let route = self
+            .routes
+            .last_mut()
+            .expect("on_bad_escape follows the route it is for");
+        route.bad_escape = Some(Arc::new(answer));
         self
     }
 
@@ -317,7 +338,8 @@ impl Router {
                 })
             }
             Dispatch::MethodNotAllowed(allowed) => method_not_allowed(&allowed),
-            Dispatch::BadEscape => Response::error(
+            Dispatch::BadEscape(Some(answer)) => answer(&req),
+            Dispatch::BadEscape(None) => Response::error(
                 StatusCode::BAD_REQUEST,
                 "malformed percent-escape in the path",
             ),
@@ -353,8 +375,18 @@ impl Router {
         }
         // A path that would match a route but for an escape that does not decode (`%zz`, or
         // one that is not UTF-8) is the client's mistake, not an unknown page.
-        if self.routes.iter().any(|r| r.pattern.shape_matches(path)) {
-            return Dispatch::BadEscape;
+        // The answer is that of the first route of this shape for the method, else of any.
+        let shaped: Vec<&Route> = self
+            .routes
+            .iter()
+            .filter(|r| r.pattern.shape_matches(path))
+            .collect();
+        if !shaped.is_empty() {
+            let route = shaped
+                .iter()
+                .find(|r| r.method == *method)
+                .unwrap_or(&shaped[0]);
+            return Dispatch::BadEscape(route.bad_escape.as_ref());
         }
         match &self.fallback {
             Some(h) => Dispatch::Handler(&**h, Vec::new()),
@@ -443,6 +475,29 @@ mod tests {
         assert!(Pattern::parse("/static/{*p}").exact.is_none());
     }
 
+    /// A route's own answer to a path of its shape that does not decode; other routes keep the
+    /// plain 400.
+    #[test]
+    fn bad_escapes_get_the_route_s_answer() {
+        let r = Router::new()
+            .get("/s/{id}", |_r: Request| async { Response::html("s") })
+            .on_bad_escape(|_req: &Request| Response::new(StatusCode(422), "mine"))
+            .get("/t/{id}", |_r: Request| async { Response::html("t") });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let get = |path: &str| {
+            let resp =
+                rt.block_on(r.handle(Request::new(Method::Get, path, &[], bytes::Bytes::new())));
+            let status = resp.status().0;
+            (status, resp)
+        };
+        assert_eq!(get("/s/a%zz").0, 422);
+        assert_eq!(get("/s/%ff").0, 422);
+        assert_eq!(get("/t/a%zz").0, 400);
+        assert_eq!(get("/s/a%20b").0, 200);
+    }
+
     #[test]
     fn dispatch_405_and_head() {
         let r = Router::new()
@@ -469,11 +524,11 @@ mod tests {
         let r = Router::new().get("/streams/{s}", |_r: Request| async { Response::html("s") });
         assert!(matches!(
             r.dispatch(&Method::Get, "/streams/a%zz"),
-            Dispatch::BadEscape
+            Dispatch::BadEscape(None)
         ));
         assert!(matches!(
             r.dispatch(&Method::Get, "/streams/%ff"),
-            Dispatch::BadEscape
+            Dispatch::BadEscape(None)
         ));
         assert!(matches!(
             r.dispatch(&Method::Get, "/other/a%zz"),
