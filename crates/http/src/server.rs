@@ -123,6 +123,7 @@ impl Server {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send,
     ) -> io::Result<ServeSummary> {
+        crate::trim::pin_allocator_thresholds();
         let (tx, rx) = watch::channel(false);
         let cap = self.shared.config.limits.max_connections.max(1);
         let permits = Arc::new(Semaphore::new(cap));

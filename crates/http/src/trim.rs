@@ -28,6 +28,27 @@ pub(crate) fn should_trim(closed_since_trim: u64, closed_this_tick: u64) -> bool
 /// How often the server checks whether to trim.
 pub(crate) const TRIM_INTERVAL: Duration = Duration::from_secs(2);
 
+/// glibc's own default for both thresholds below, which `mallopt` pins.
+const FIXED_THRESHOLD: i32 = 128 * 1024;
+
+/// Keeps glibc from holding freed memory in arenas' tops (glibc only; elsewhere does nothing).
+///
+/// By default glibc raises its mmap threshold to the largest mmapped block freed so far, and its
+/// trim threshold to twice that; `malloc_trim` never shrinks the top of a thread's arena, only a
+/// `free` past the trim threshold does. After 80 slow readers of a 3.9 MB page left, each worker
+/// arena kept ~4 MiB that way (RSS 1.55x idle, `bench/results/slow_readers.txt`). Setting the
+/// thresholds turns that growth off: blocks of 128 KiB or more are mapped and unmapped on their
+/// own, and an arena's top is given back once it passes 128 KiB. Process-wide, idempotent.
+pub(crate) fn pin_allocator_thresholds() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `mallopt` takes two integers and changes glibc's parameters under its own lock;
+    // no pointer is involved and it may be called from any thread at any time.
+    unsafe {
+        libc::mallopt(libc::M_TRIM_THRESHOLD, FIXED_THRESHOLD);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, FIXED_THRESHOLD);
+    }
+}
+
 /// Returns free heap pages to the system where the allocator supports it (glibc); elsewhere
 /// does nothing.
 pub(crate) fn release_free_memory() {
@@ -44,6 +65,10 @@ pub(crate) fn release_free_memory() {
 mod tests {
     use super::*;
 
+    /// The tests that measure the process's RSS take turns, so one's allocations do not show up
+    /// in the other's figures.
+    static RSS_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn trims_after_a_burst_of_closes_is_over() {
         assert!(!should_trim(10, 0), "too few closed to be worth it");
@@ -52,17 +77,60 @@ mod tests {
         assert!(should_trim(TRIM_ANYWAY_AFTER, 100), "steady churn");
     }
 
+    /// Regression (issue 13, class 6): once a large block had been freed, glibc kept megabytes
+    /// of a thread's freed memory in its arena's top, which `malloc_trim` does not return. With
+    /// the thresholds pinned, freeing returns it without any trim.
+    #[test]
+    fn a_freed_arena_top_goes_back_after_large_blocks_were_freed() {
+        let _turn = RSS_TESTS.lock().unwrap_or_else(|p| p.into_inner());
+        pin_allocator_thresholds();
+        // A 30 MiB block freed: without pinned thresholds, glibc would now keep up to 60 MiB of
+        // any arena's top.
+        drop(std::hint::black_box(vec![1u8; 30 << 20]));
+        std::thread::spawn(|| {
+            // 24 MiB in 1 KiB blocks from this thread's arena, touched, then freed in order, so
+            // they merge into the arena's top.
+            let blocks: Vec<Vec<u8>> = (0..24 * 1024).map(|_| vec![1u8; 1024]).collect();
+            // Read without allocating: a small buffer freed after the blocks would sit between
+            // them and the top (in the thread's cache) and keep them from merging into it.
+            let before = rss_kib_on_stack();
+            drop(blocks);
+            let after = rss_kib_on_stack();
+            if cfg!(all(target_os = "linux", target_env = "gnu")) {
+                assert!(
+                    after + 16 * 1024 < before,
+                    "RSS {before} KiB before the free, {after} KiB after"
+                );
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
+    fn rss_kib_on_stack() -> u64 {
+        use std::io::Read;
+        let mut buf = [0u8; 4096];
+        let mut f = std::fs::File::open("/proc/self/statm").unwrap();
+        let n = f.read(&mut buf).unwrap();
+        // statm: size resident shared ... in pages.
+        let text = std::str::from_utf8(&buf[..n]).unwrap();
+        let pages: u64 = text.split(' ').nth(1).unwrap().parse().unwrap();
+        pages * 4
+    }
+
+    fn rss_kib() -> u64 {
+        std::fs::read_to_string("/proc/self/status")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
+    }
+
     /// Freed memory goes back: after a burst of allocations is freed, a trim brings RSS down.
     #[test]
     fn trimming_returns_freed_heap_pages() {
-        fn rss_kib() -> u64 {
-            std::fs::read_to_string("/proc/self/status")
-                .unwrap()
-                .lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-                .unwrap()
-        }
+        let _turn = RSS_TESTS.lock().unwrap_or_else(|p| p.into_inner());
         // On a thread of its own, so its arena is not the main one (as on tokio's workers).
         std::thread::spawn(|| {
             // 64 MiB in 16 KiB blocks: below the mmap threshold, so they come from the arena.
