@@ -147,20 +147,9 @@ impl Request {
             ranges.push((ns..vs, vs..head.len()));
         }
         let (path, query) = split_target(0..target.len(), target.as_bytes());
-        let head = Bytes::from(head);
-        let (target, path_end, query_start) = target_of(&head, path, query);
-        Request(Box::new(Parts {
-            method,
-            head,
-            target,
-            path_end,
-            query_start,
-            headers: ranges,
-            minor_version: 1,
-            body,
-            peer: None,
-            params: Vec::new(),
-        }))
+        let mut req = Request::from_head(method, Bytes::from(head), path, query, ranges, 1, None);
+        req.set_body(body);
+        req
     }
 
     /// The method.
@@ -201,16 +190,15 @@ impl Request {
 
     /// The first header with this name (ASCII case-insensitive), as bytes.
     pub fn header(&self, name: &str) -> Option<&[u8]> {
-        self.0
-            .headers
-            .iter()
-            .find(|(n, _)| self.0.head[n.clone()].eq_ignore_ascii_case(name.as_bytes()))
-            .map(|(_, v)| &self.0.head[v.clone()])
+        self.header_values(name).next()
     }
 
     /// The values of every header with this name (ASCII case-insensitive), in order. Names are
     /// compared as bytes, so looking up a header costs no UTF-8 check of the others.
-    pub fn header_values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+    pub fn header_values<'a, 'n>(
+        &'a self,
+        name: &'n str,
+    ) -> impl Iterator<Item = &'a [u8]> + use<'a, 'n> {
         self.0
             .headers
             .iter()

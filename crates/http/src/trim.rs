@@ -93,9 +93,9 @@ mod tests {
             let blocks: Vec<Vec<u8>> = (0..24 * 1024).map(|_| vec![1u8; 1024]).collect();
             // Read without allocating: a small buffer freed after the blocks would sit between
             // them and the top (in the thread's cache) and keep them from merging into it.
-            let before = rss_kib_on_stack();
+            let before = rss_kib();
             drop(blocks);
-            let after = rss_kib_on_stack();
+            let after = rss_kib();
             if cfg!(all(target_os = "linux", target_env = "gnu")) {
                 assert!(
                     after + 16 * 1024 < before,
@@ -107,19 +107,17 @@ mod tests {
         .unwrap();
     }
 
-    fn rss_kib_on_stack() -> u64 {
-        use std::io::Read;
-        let mut buf = [0u8; 4096];
-        let mut f = std::fs::File::open("/proc/self/statm").unwrap();
-        let n = f.read(&mut buf).unwrap();
-        // statm: size resident shared ... in pages.
-        let text = std::str::from_utf8(&buf[..n]).unwrap();
-        let pages: u64 = text.split(' ').nth(1).unwrap().parse().unwrap();
-        pages * 4
-    }
-
+    /// VmRSS in KiB, read into a stack buffer: an allocation here could land between freed
+    /// blocks and an arena's top and keep them apart.
     fn rss_kib() -> u64 {
-        std::fs::read_to_string("/proc/self/status")
+        use std::io::Read;
+        let mut buf = [0u8; 8192];
+        let mut f = std::fs::File::open("/proc/self/status").unwrap();
+        let mut n = 0;
+        while let Ok(k @ 1..) = f.read(&mut buf[n..]) {
+            n += k;
+        }
+        std::str::from_utf8(&buf[..n])
             .unwrap()
             .lines()
             .find_map(|l| l.strip_prefix("VmRSS:"))

@@ -126,6 +126,20 @@ impl<'c> Vm<'c> {
         let catalog: &Catalog = &self.catalog;
         // One frame at a time: the inner loop runs its instructions until it calls a partial,
         // returns, pauses or fails.
+        // An expression evaluator over a frame (the same seven arguments at every use).
+        macro_rules! eval {
+            ($prog:expr, $frame:expr, $depth:expr) => {
+                Eval::new(
+                    render_partial,
+                    catalog,
+                    &self.config,
+                    $prog,
+                    $frame,
+                    &mut self.steps,
+                    $depth,
+                )
+            };
+        }
         'frames: loop {
             let depth = self.depth_base + self.frames.len();
             let Some(frame) = self.frames.last_mut() else {
@@ -154,15 +168,7 @@ impl<'c> Vm<'c> {
                         let result = match lookup(frame, code) {
                             Some(v) => emit(out, v, *escape),
                             None => {
-                                let mut ev = Eval::new(
-                                    render_partial,
-                                    catalog,
-                                    &self.config,
-                                    prog,
-                                    frame,
-                                    &mut self.steps,
-                                    depth,
-                                );
+                                let mut ev = eval!(prog, frame, depth);
                                 let v = ev.eval(code)?;
                                 emit(out, &v, *escape)
                             }
@@ -170,15 +176,7 @@ impl<'c> Vm<'c> {
                         result.map_err(|m| prog.error(ErrorKind::TypeMismatch, code.span, m))?;
                     }
                     Op::Exec(code) => {
-                        let mut ev = Eval::new(
-                            render_partial,
-                            catalog,
-                            &self.config,
-                            prog,
-                            frame,
-                            &mut self.steps,
-                            depth,
-                        );
+                        let mut ev = eval!(prog, frame, depth);
                         ev.eval(code)?;
                     }
                     Op::Branch {
@@ -189,15 +187,7 @@ impl<'c> Vm<'c> {
                         let truthy = match fast_cond(frame, cond) {
                             Some(t) => t,
                             None => {
-                                let mut ev = Eval::new(
-                                    render_partial,
-                                    catalog,
-                                    &self.config,
-                                    prog,
-                                    frame,
-                                    &mut self.steps,
-                                    depth,
-                                );
+                                let mut ev = eval!(prog, frame, depth);
                                 ev.eval(cond)?.is_truthy()
                             }
                         };
@@ -211,15 +201,7 @@ impl<'c> Vm<'c> {
                         bind,
                         exit,
                     } => {
-                        let mut ev = Eval::new(
-                            render_partial,
-                            catalog,
-                            &self.config,
-                            prog,
-                            frame,
-                            &mut self.steps,
-                            depth,
-                        );
+                        let mut ev = eval!(prog, frame, depth);
                         let mut state = ev.generator(generator)?;
                         // A loop whose body is static text: every iteration at once.
                         if let Some(Instr {
@@ -289,15 +271,7 @@ impl<'c> Vm<'c> {
                         args,
                         span,
                     } => {
-                        let mut ev = Eval::new(
-                            render_partial,
-                            catalog,
-                            &self.config,
-                            prog,
-                            frame,
-                            &mut self.steps,
-                            depth,
-                        );
+                        let mut ev = eval!(prog, frame, depth);
                         let (target, args) = ev.call_args(*partial, args, *span)?;
                         let new = Frame::new(&catalog.programs[target], target, |name| {
                             args.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
