@@ -63,6 +63,13 @@ pub enum Error {
     /// Stored data could not be decoded (corrupt row, invalid JSON in storage).
     #[error("corrupt stored data: {0}")]
     Corrupt(String),
+    /// No persistent subscription has this name.
+    #[error("subscription {0:?} not found")]
+    SubscriptionNotFound(String),
+    /// A persistent subscription of this name exists with another filter; creating it again
+    /// with the same filter is not an error.
+    #[error("subscription {0:?} already exists with another filter")]
+    SubscriptionExists(String),
     /// The store was closed (its writer thread or background task is gone).
     #[error("the store is closed")]
     Closed,

@@ -93,20 +93,33 @@ compile_error!(
 pub mod api;
 mod error;
 mod expected;
+mod fanout;
+mod filter;
+mod persistent;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod store;
+mod subscription;
+mod time;
 mod types;
 
 pub use error::{Error, Result};
 pub use expected::BadExpectedVersion;
+pub use fanout::{
+    DEFAULT_SUBSCRIBER_BUFFER, FanoutStats, MAX_SUBSCRIBER_BUFFER, SUBSCRIPTION_BATCH,
+    SUBSCRIPTION_POLL_INTERVAL,
+};
+pub use filter::{EventFilter, MAX_FILTER_TYPES, category_of};
 #[cfg(feature = "postgres")]
 pub use postgres::DEFAULT_POOL_SIZE;
-pub use store::{OpenOptions, SUBSCRIPTION_BATCH, SUBSCRIPTION_POLL_INTERVAL, Store, Subscription};
+pub use store::{OpenOptions, Store};
+pub use subscription::Subscription;
+pub use time::Timestamp;
 pub use types::{
     AppendResult, Direction, EventData, ExpectedVersion, Json, MAX_APPEND_EVENTS,
-    MAX_EVENT_TYPE_BYTES, MAX_JSON_DEPTH, MAX_READ_EVENTS, MAX_STREAM_ID_BYTES, RecordedEvent,
-    validate_stream_id,
+    MAX_EVENT_TYPE_BYTES, MAX_JSON_DEPTH, MAX_READ_EVENTS, MAX_STREAM_ID_BYTES,
+    MAX_SUBSCRIPTION_NAME_BYTES, RecordedEvent, SubscriptionInfo, validate_stream_id,
+    validate_subscription_name,
 };

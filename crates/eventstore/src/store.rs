@@ -1,41 +1,24 @@
-//! [`Store`]: the one API over both backends, and [`Subscription`], the `$all` follower.
+//! [`Store`]: the one API over both backends; subscriptions go through its fan-out.
 
-use std::collections::VecDeque;
 #[cfg(feature = "sqlite")]
 use std::path::PathBuf;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-use std::time::Duration;
+use std::sync::Arc;
 
-use futures::Stream;
+use futures::future::BoxFuture;
 use tokio::sync::watch;
 
 use crate::error::{Error, Result};
+use crate::fanout::{DEFAULT_SUBSCRIBER_BUFFER, FanoutStats, Hub, MAX_SUBSCRIBER_BUFFER, Source};
+use crate::filter::EventFilter;
 #[cfg(feature = "postgres")]
 use crate::postgres::{PgOptions, PgStore};
 #[cfg(feature = "sqlite")]
 use crate::sqlite::SqliteStore;
+use crate::subscription::Subscription;
 use crate::types::{
     AppendResult, Direction, EventData, ExpectedVersion, MAX_READ_EVENTS, RecordedEvent,
     validate_events, validate_stream_id,
 };
-
-/// Events a subscription reads from storage per query while catching up. A guess: large enough
-/// that catching up costs one query per ~100 KB, small enough to keep a slow consumer's buffer small.
-pub const SUBSCRIPTION_BATCH: usize = 500;
-
-/// How often an idle subscription re-reads `$all` even without a wake-up. Wake-ups (in-process
-/// after local appends, NOTIFY from other processes) are the fast path; this bounds the delay
-/// when one is lost: a dropped LISTEN connection, a write by another process to the same SQLite
-/// file, an event held back on PostgreSQL by an unrelated long transaction. One cheap indexed
-/// query per second per subscriber.
-pub const SUBSCRIPTION_POLL_INTERVAL: Duration = Duration::from_secs(1);
-
-/// First wait of a subscription after a transient read error; doubled per failure up to
-/// [`SUBSCRIPTION_RETRY_MAX`].
-const SUBSCRIPTION_RETRY_MIN: Duration = Duration::from_millis(50);
-/// Longest wait of a subscription between retries of a failing read.
-const SUBSCRIPTION_RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// Options of [`Store::open_with`]; [`Store::open`] uses the defaults.
 #[derive(Debug, Clone, Default)]
@@ -47,6 +30,10 @@ pub struct OpenOptions {
     pub pg_pool_size: Option<usize>,
     /// PostgreSQL only: `application_name` of the store's connections (visible in `pg_stat_activity`).
     pub pg_application_name: Option<String>,
+    /// Batches of the live feed kept for subscribers that are behind (default
+    /// [`crate::DEFAULT_SUBSCRIBER_BUFFER`], 1 to [`crate::MAX_SUBSCRIBER_BUFFER`]); one further
+    /// behind reads the store itself until it has caught up.
+    pub subscriber_buffer: Option<usize>,
 }
 
 /// An event store: append to streams, read streams and `$all`, follow `$all` live.
@@ -71,10 +58,12 @@ pub struct OpenOptions {
 #[derive(Debug, Clone)]
 pub struct Store {
     backend: Backend,
+    /// The one `$all` reader of this handle (and its clones) and its live subscribers.
+    hub: Arc<Hub>,
 }
 
 #[derive(Debug, Clone)]
-enum Backend {
+pub(crate) enum Backend {
     #[cfg(feature = "sqlite")]
     Sqlite(SqliteStore),
     #[cfg(feature = "postgres")]
@@ -91,6 +80,20 @@ impl Store {
 
     /// [`Store::open`] with options.
     pub async fn open_with(url: &str, options: OpenOptions) -> Result<Store> {
+        let buffer = options
+            .subscriber_buffer
+            .unwrap_or(DEFAULT_SUBSCRIBER_BUFFER);
+        if !(1..=MAX_SUBSCRIBER_BUFFER).contains(&buffer) {
+            return Err(Error::InvalidInput(format!(
+                "subscriber buffer {buffer}: expected 1 to {MAX_SUBSCRIBER_BUFFER} batches"
+            )));
+        }
+        let backend = Store::open_backend(url, options).await?;
+        let hub = Arc::new(Hub::new(Arc::new(backend.clone()), buffer));
+        Ok(Store { backend, hub })
+    }
+
+    async fn open_backend(url: &str, options: OpenOptions) -> Result<Backend> {
         let bad = |reason: &str| Error::InvalidUrl {
             url: url.to_owned(),
             reason: reason.to_owned(),
@@ -114,8 +117,9 @@ impl Store {
                         "in-memory SQLite is not supported: readers use their own connections",
                     ));
                 }
-                let backend = Backend::Sqlite(SqliteStore::open(PathBuf::from(path)).await?);
-                Ok(Store { backend })
+                Ok(Backend::Sqlite(
+                    SqliteStore::open(PathBuf::from(path)).await?,
+                ))
             }
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             #[cfg(not(feature = "postgres"))]
@@ -132,9 +136,7 @@ impl Store {
                     pool_size: options.pg_pool_size,
                     application_name: options.pg_application_name,
                 };
-                Ok(Store {
-                    backend: Backend::Postgres(PgStore::open(url, opts).await?),
-                })
+                Ok(Backend::Postgres(PgStore::open(url, opts).await?))
             }
         } else {
             Err(bad("expected `sqlite:PATH` or `postgres://...`"))
@@ -213,98 +215,101 @@ impl Store {
         }
     }
 
+    /// Reads up to `max` events of `$all` (clamped to [`crate::MAX_READ_EVENTS`]) with
+    /// position `>= from_position` that pass `filter` (a category, event types), in
+    /// increasing position; to continue, pass the last one's position + 1. Both backends keep
+    /// an index per category and per type, so a read costs the events it returns, not the
+    /// events it skips. Like [`Store::read_all`], a later call never returns an event
+    /// positioned before one an earlier call returned.
+    pub async fn read_filtered(
+        &self,
+        from_position: u64,
+        max: usize,
+        filter: &EventFilter,
+    ) -> Result<Vec<RecordedEvent>> {
+        self.backend
+            .read(from_position, max.min(MAX_READ_EVENTS), filter)
+            .await
+    }
+
     /// Follows `$all` from `from_position` (inclusive): first the stored events, then each new
     /// one as it is committed, each exactly once, in increasing position. Transient errors (a
     /// dropped connection) are retried inside; the stream ends only after yielding a permanent
     /// error.
+    ///
+    /// Live events come from one reader of `$all` per store handle (and its clones), fanned out
+    /// in memory: a subscriber costs a wake-up per batch of appends, not a query. One that falls
+    /// more than [`OpenOptions::subscriber_buffer`] batches behind reads the store itself until
+    /// it has caught up, then rejoins.
     pub fn subscribe_all(&self, from_position: u64) -> Subscription {
-        let state = SubState {
-            store: self.clone(),
-            next: from_position,
-            buffer: VecDeque::new(),
-            wake: self.wake(),
-            failed: false,
-        };
-        Subscription {
-            inner: Box::pin(futures::stream::unfold(state, SubState::step)),
+        self.subscribe(from_position, EventFilter::all())
+    }
+
+    /// [`Store::subscribe_all`] for the events that pass `filter` only.
+    pub fn subscribe(&self, from_position: u64, filter: EventFilter) -> Subscription {
+        Subscription::start(self.hub.clone(), from_position, filter)
+    }
+
+    /// A position below which `$all` is final now: start a subscription here to get only
+    /// events not yet readable (SQLite: one past the last event; PostgreSQL: the `$all` line,
+    /// see DESIGN-NOTES.md).
+    pub async fn head_position(&self) -> Result<u64> {
+        Source::head(&self.backend).await
+    }
+
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// Counters of this handle's fan-out of live events.
+    pub fn fanout_stats(&self) -> FanoutStats {
+        self.hub.stats()
+    }
+}
+
+impl Backend {
+    async fn read(
+        &self,
+        from: u64,
+        max: usize,
+        filter: &EventFilter,
+    ) -> Result<Vec<RecordedEvent>> {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite(s) => s.read_filtered(from, max, filter).await,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p.read_filtered(from, max, filter).await,
         }
+    }
+}
+
+impl Source for Backend {
+    fn read<'a>(
+        &'a self,
+        from: u64,
+        max: usize,
+        filter: &'a EventFilter,
+    ) -> BoxFuture<'a, Result<Vec<RecordedEvent>>> {
+        Box::pin(Backend::read(self, from, max, filter))
+    }
+
+    fn head(&self) -> BoxFuture<'_, Result<u64>> {
+        Box::pin(async move {
+            match self {
+                #[cfg(feature = "sqlite")]
+                Backend::Sqlite(s) => s.head().await,
+                #[cfg(feature = "postgres")]
+                Backend::Postgres(p) => p.head().await,
+            }
+        })
     }
 
     fn wake(&self) -> watch::Receiver<u64> {
-        match &self.backend {
+        match self {
             #[cfg(feature = "sqlite")]
             Backend::Sqlite(s) => s.wake(),
             #[cfg(feature = "postgres")]
             Backend::Postgres(p) => p.wake(),
-        }
-    }
-}
-
-/// A live stream of `$all` events, from [`Store::subscribe_all`].
-#[must_use = "a subscription does nothing unless polled"]
-pub struct Subscription {
-    inner: Pin<Box<dyn Stream<Item = Result<RecordedEvent>> + Send>>,
-}
-
-impl std::fmt::Debug for Subscription {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Subscription").finish_non_exhaustive()
-    }
-}
-
-impl Stream for Subscription {
-    type Item = Result<RecordedEvent>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.inner.as_mut().poll_next(cx)
-    }
-}
-
-struct SubState {
-    store: Store,
-    /// Position of the next event to deliver (one past the last delivered).
-    next: u64,
-    buffer: VecDeque<RecordedEvent>,
-    wake: watch::Receiver<u64>,
-    failed: bool,
-}
-
-impl SubState {
-    async fn step(mut self) -> Option<(Result<RecordedEvent>, SubState)> {
-        if self.failed {
-            return None;
-        }
-        let mut retry = SUBSCRIPTION_RETRY_MIN;
-        loop {
-            if let Some(event) = self.buffer.pop_front() {
-                self.next = event.position + 1;
-                return Some((Ok(event), self));
-            }
-            // Mark the wake-up seen *before* reading, so an append that commits after the read
-            // started still wakes the wait below.
-            self.wake.borrow_and_update();
-            match self.store.read_all(self.next, SUBSCRIPTION_BATCH).await {
-                Ok(events) if !events.is_empty() => {
-                    retry = SUBSCRIPTION_RETRY_MIN;
-                    self.buffer.extend(events);
-                }
-                Ok(_) => {
-                    retry = SUBSCRIPTION_RETRY_MIN;
-                    tokio::select! {
-                        _ = self.wake.changed() => {}
-                        _ = tokio::time::sleep(SUBSCRIPTION_POLL_INTERVAL) => {}
-                    }
-                }
-                Err(e) if e.is_transient() => {
-                    tracing::warn!(error = %e, retry_in = ?retry, "subscription read failed; retrying");
-                    tokio::time::sleep(retry).await;
-                    retry = (retry * 2).min(SUBSCRIPTION_RETRY_MAX);
-                }
-                Err(e) => {
-                    self.failed = true;
-                    return Some((Err(e), self));
-                }
-            }
         }
     }
 }

@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use crate::error::{Error, Result};
 pub use crate::expected::ExpectedVersion;
+use crate::time::Timestamp;
 
 /// Longest stream id accepted, in bytes. A guess: long enough for `aggregate-<uuid>` names with
 /// room to spare, short enough to keep the `(stream_id, version)` index compact.
@@ -158,6 +159,10 @@ pub struct RecordedEvent {
     pub data: Json,
     /// JSON metadata.
     pub metadata: Json,
+    /// When the store recorded it: the time of its append's transaction (PostgreSQL: the
+    /// transaction's `now()`; SQLite: the writer's clock when its group commit started). Events
+    /// stored before schema 5 (PostgreSQL) or 2 (SQLite) carry the time of that upgrade.
+    pub recorded_at: Timestamp,
 }
 
 /// Where an append put its events. Versions and positions of one append are contiguous:
@@ -172,6 +177,41 @@ pub struct AppendResult {
     pub first_position: u64,
     /// Position of the last appended event in `$all`.
     pub last_position: u64,
+}
+
+/// Longest persistent subscription name accepted, in bytes. A guess: room for
+/// `service.projection-v2`-style names.
+pub const MAX_SUBSCRIPTION_NAME_BYTES: usize = 100;
+
+/// A persistent subscription as the store keeps it (see [`crate::Store::create_subscription`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubscriptionInfo {
+    /// Its name.
+    pub name: String,
+    /// The events it delivers.
+    pub filter: crate::EventFilter,
+    /// Where delivery continues: one past the last acknowledged position (the start position
+    /// until the first ack).
+    pub checkpoint: u64,
+    /// When it was created.
+    pub created_at: Timestamp,
+}
+
+/// Checks a persistent subscription name: 1 to [`MAX_SUBSCRIPTION_NAME_BYTES`] bytes of ASCII
+/// letters, digits, `_`, `-` and `.`, so it can go in a URL path as it is.
+pub fn validate_subscription_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_SUBSCRIPTION_NAME_BYTES
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidInput(format!(
+            "subscription name {name:?} must be 1 to {MAX_SUBSCRIPTION_NAME_BYTES} characters of A-Z, a-z, 0-9, `_`, `-` and `.`"
+        )))
+    }
 }
 
 /// Checks a stream id: 1 to [`MAX_STREAM_ID_BYTES`] bytes, no control characters, not starting

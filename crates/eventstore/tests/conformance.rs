@@ -111,6 +111,7 @@ where
         pg_schema: Some(schema.clone()),
         pg_pool_size: Some(8),
         pg_application_name: Some(schema.clone()),
+        ..OpenOptions::default()
     };
     let store = Store::open_with(&url, options.clone()).await.unwrap();
     assert_eq!(store.backend_name(), "postgres");
@@ -1426,13 +1427,7 @@ async fn sqlite_refuses_a_newer_schema() {
     drop(conn);
     let err = Store::open(&url).await.unwrap_err();
     assert!(
-        matches!(
-            err,
-            Error::SchemaTooNew {
-                found: 99,
-                supported: 1
-            }
-        ),
+        matches!(err, Error::SchemaTooNew { found: 99, .. }),
         "{err:?}"
     );
 }

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod assign;
 mod events;
 mod render;
+mod rules;
 mod serve;
 mod site;
 mod static_files;
@@ -23,19 +24,25 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve the site (templates, static files, seed experiments, event store) over HTTP/1.1.
-    Serve(serve::Args),
+    Serve(Box<serve::Args>),
     /// Render one template to stdout or a file, streaming in bounded memory.
     Render(render::Args),
     /// Ask a running server for a path and print the write calls of that one response.
     Trace(trace::Args),
+    /// Write a reproducible rule set (the rules example of `serve`: GET /rules/match).
+    GenRules(rules::generate::Args),
+    /// Time one rules match (indexed and by scan) and one deep copy of the set, in-process.
+    RulesBench(rules::bench::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Render(args) => render::run(args),
         Command::Trace(args) => trace::run(args),
+        Command::GenRules(args) => rules::generate::run(args),
+        Command::RulesBench(args) => rules::bench::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

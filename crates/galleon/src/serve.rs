@@ -115,6 +115,9 @@ pub(crate) struct Args {
     /// proxies do not cut an idle subscription.
     #[arg(long, default_value_t = crate::events::DEFAULT_KEEP_ALIVE.as_secs_f64(), value_name = "SECS")]
     events_keep_alive: f64,
+    /// The rules example (`GET /rules/match`, reloaded while serving).
+    #[command(flatten)]
+    rules: crate::rules::RulesArgs,
 }
 
 fn parse_on_off(s: &str) -> Result<bool, String> {
@@ -297,6 +300,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     rt.worker_threads(workers.max(1));
     let rt = rt.build()?;
     rt.block_on(async move {
+        // In the runtime: the rules' SIGHUP handler needs it. Kept until the server stops.
+        let (router, _rules) = crate::rules::mount(router, &args.site, &args.rules)?;
         let router = match crate::events::open(&events).await? {
             Some(store) => {
                 eprintln!(

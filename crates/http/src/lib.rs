@@ -92,6 +92,7 @@ pub use config::{
     Limits, ServerConfig,
 };
 pub use galleon_iolist::{IoList, WritePolicy, WriteStats};
+pub use h1::STREAM_CHUNK_KIND;
 pub use request::{Method, Request, parse_query, percent_decode, query_value, split_query};
 pub use response::{Body, BoxError, ChunkIter, ChunkStream, Response, StatusCode};
 pub use router::{Handler, Reply, ResponseFuture, Router, SyncHandler, sync_handler};

@@ -89,6 +89,7 @@ impl Server {
                 traces: None,
                 buffered_body_bytes: AtomicU64::new(0),
                 stopping: AtomicBool::new(false),
+                chunk_pool: None,
             }),
         }
     }
@@ -104,6 +105,22 @@ impl Server {
         Server {
             shared: Arc::new(Shared {
                 traces: Some(traces),
+                ..shared
+            }),
+        }
+    }
+
+    /// Computes the chunks of streamed bodies ([`Body::iter`](crate::Body::iter)) on `pool`, as
+    /// jobs of kind [`STREAM_CHUNK_KIND`](crate::STREAM_CHUNK_KIND) under the policy the pool
+    /// gives that kind, instead of on tokio's blocking pool: a fixed set of threads, so a burst
+    /// of streams does not start hundreds of blocking threads, and renders do not queue behind
+    /// (or ahead of) file reads.
+    pub fn with_offload(self, pool: galleon_offload::Pool) -> Server {
+        let shared = Arc::try_unwrap(self.shared)
+            .unwrap_or_else(|_| unreachable!("a server not yet serving has one owner"));
+        Server {
+            shared: Arc::new(Shared {
+                chunk_pool: Some(crate::h1::ChunkPool::new(pool)),
                 ..shared
             }),
         }

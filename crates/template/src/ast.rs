@@ -13,12 +13,22 @@ pub(crate) enum Node {
     Output(Expr),
     /// `<% expr %>`: evaluated, output discarded.
     Exec(Expr),
-    /// `<%= for pattern <- generator do %> body <% end %>`.
-    For {
+    /// `<% pattern = expr %>` (`<%= ... %>` also outputs the value): binds variables for the
+    /// rest of the enclosing block.
+    Bind {
         pattern: Pattern,
-        generator: Expr,
+        value: Expr,
+        output: bool,
+    },
+    /// `<%= for x <- xs, filter, y <- ys do %> body <% end %>`: generators and filters in order.
+    For {
+        qualifiers: Vec<Qualifier>,
         body: Vec<Node>,
     },
+    /// `<%= case subject do %><% pattern when guard -> %>...<% end %>`.
+    Case { subject: Expr, clauses: Vec<Clause> },
+    /// `<%= cond do %><% condition -> %>...<% end %>`; each clause's pattern is unused.
+    Cond { clauses: Vec<(Expr, Vec<Node>)> },
     /// `<%= if cond do %> then <% else %> otherwise <% end %>`; `unless` negates.
     If {
         cond: Expr,
@@ -28,13 +38,48 @@ pub(crate) enum Node {
     },
 }
 
-/// The left side of `<-` in a `for`.
+/// A generator or a filter of a `for`.
 #[derive(Debug)]
+pub(crate) enum Qualifier {
+    /// `pattern <- expr`.
+    Gen(Pattern, Expr),
+    /// A condition: elements for which it is falsy are skipped.
+    Filter(Expr),
+}
+
+/// One `pattern [when guard] ->` clause of a `case` and its body.
+#[derive(Debug)]
+pub(crate) struct Clause {
+    pub(crate) pattern: Pattern,
+    pub(crate) guard: Option<Expr>,
+    pub(crate) body: Vec<Node>,
+}
+
+/// A pattern: the left side of `=`, of `<-` in a `for`, or a `case` clause.
+#[derive(Debug, Clone)]
 pub(crate) enum Pattern {
-    /// `x` (or `_`, as `None`).
+    /// `x` binds; `_` and `_name` match anything (`None`).
     Var(Option<String>, Span),
-    /// `{x, i}`, for `Enum.with_index`.
-    Pair((Option<String>, Span), (Option<String>, Span)),
+    /// A literal, matched with `===` (`1` does not match `1.0`).
+    Lit(Value, Span),
+    /// `^x`: the value of variable `x`, compared with `===`.
+    Pin(String, Span),
+    /// `{a, b}`.
+    Tuple(Vec<Pattern>, Span),
+    /// `[a, b]`: a list of exactly these elements.
+    List(Vec<Pattern>, Span),
+}
+
+impl Pattern {
+    pub(crate) fn span(&self) -> Span {
+        match self {
+            Pattern::Var(_, s)
+            | Pattern::Lit(_, s)
+            | Pattern::Pin(_, s)
+            | Pattern::Tuple(_, s)
+            | Pattern::List(_, s) => *s,
+        }
+    }
 }
 
 /// An expression with its span.
@@ -70,6 +115,14 @@ pub(crate) enum BinOp {
     Eq,
     /// `!=`.
     Ne,
+    /// `===` (`1 === 1.0` is false).
+    StrictEq,
+    /// `!==`.
+    StrictNe,
+    /// `in`: membership in a list (or a map's `{key, value}` pairs).
+    In,
+    /// `++` list concatenation.
+    ListConcat,
     /// `<`.
     Lt,
     /// `<=`.
@@ -99,6 +152,10 @@ impl BinOp {
             BinOp::AndAlso => "&&",
             BinOp::Eq => "==",
             BinOp::Ne => "!=",
+            BinOp::StrictEq => "===",
+            BinOp::StrictNe => "!==",
+            BinOp::In => "in",
+            BinOp::ListConcat => "++",
             BinOp::Lt => "<",
             BinOp::Le => "<=",
             BinOp::Gt => ">",
@@ -133,6 +190,19 @@ pub(crate) enum ExprKind {
     Range(Box<Expr>, Box<Expr>),
     /// `[a, b]`.
     List(Vec<Expr>),
+    /// `{a, b}`.
+    Tuple(Vec<Expr>),
+    /// `%{"k" => v, k: v}` (keys are strings; `k:` and `:k` name the key `"k"`).
+    Map(Vec<(Expr, Expr)>),
+    /// `"a #{b} c"`: the parts, each converted with `to_string` and joined.
+    Interp(Vec<Expr>),
+    /// `if c, do: a, else: b` (`unless` negates; no `else:` gives `nil`).
+    If {
+        cond: Box<Expr>,
+        negate: bool,
+        then: Box<Expr>,
+        otherwise: Option<Box<Expr>>,
+    },
     /// `name(args, key: value)` or `Module.name(...)`.
     Call {
         name: String,

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use galleon_iolist::IoList;
 
-use crate::compile::compile;
+use crate::compile::{Options, compile};
 use crate::error::{Error, ErrorKind, Location};
+use crate::function::{Function, IntoFunction};
 use crate::program::{Catalog, Config, Program};
 pub use crate::program::{
     DEFAULT_COPY_BELOW, DEFAULT_MAX_DEPTH, DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STEPS, Limits,
@@ -106,70 +107,36 @@ impl fmt::Debug for Engine {
 impl Engine {
     /// Compiles every `*.eex` file under `dir`, recursively, and links their partials. Names are
     /// the `/`-separated paths relative to `dir`, such as `"pages/blah.html.eex"`. The first
-    /// error (in name order) is returned, located.
+    /// error (in name order) is returned, located. (With options or functions: [`Engine::builder`].)
     pub fn load(dir: impl AsRef<Path>) -> Result<Engine, Error> {
-        let dir = dir.as_ref();
-        let mut files = Vec::new();
-        walk(dir, dir, &mut files)?;
-        files.sort();
-        let mut sources = Vec::with_capacity(files.len());
-        for (name, path) in files {
-            sources.push((name, read(&path)?));
-        }
-        Engine::from_sources(sources)
+        Engine::builder().load(dir)
     }
 
     /// Compiles the template file at `path`, and the partials it calls (transitively), looked up
     /// relative to the file's directory. The file's name is its file name.
     pub fn load_file(path: impl AsRef<Path>) -> Result<Engine, Error> {
-        let path = path.as_ref();
-        let root = path.parent().unwrap_or(Path::new("."));
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Io,
-                    format!("{}: not a template file", path.display()),
-                )
-            })?;
-        let mut programs = Vec::new();
-        let mut seen = BTreeMap::new();
-        let mut queue = VecDeque::from([name]);
-        while let Some(name) = queue.pop_front() {
-            if seen.contains_key(&name) {
-                continue;
-            }
-            let file = root.join(&name);
-            if !programs.is_empty() && !file.is_file() {
-                // Left unresolved: linking reports it at the call.
-                continue;
-            }
-            let program = compile(&name, &read(&file)?)?;
-            queue.extend(program.partials.iter().map(|(p, _)| p.clone()));
-            seen.insert(name, programs.len());
-            programs.push(program);
-        }
-        Engine::link(programs)
+        Engine::builder().load_file(path)
     }
 
     /// One template from source. It cannot call partials (there are none to call).
     pub fn from_source(name: &str, source: &str) -> Result<Engine, Error> {
-        Engine::from_sources([(name, source)])
+        Engine::builder().from_source(name, source)
     }
 
     /// Several templates from `(name, source)` pairs; partials are resolved among them.
     pub fn from_sources<N: AsRef<str>, S: AsRef<str>>(
         sources: impl IntoIterator<Item = (N, S)>,
     ) -> Result<Engine, Error> {
-        let mut programs = Vec::new();
-        for (name, source) in sources {
-            programs.push(compile(name.as_ref(), source.as_ref())?);
-        }
-        Engine::link(programs)
+        Engine::builder().from_sources(sources)
     }
 
-    fn link(mut programs: Vec<Program>) -> Result<Engine, Error> {
+    /// Options that change how templates compile (EEx's `trim`, functions registered from
+    /// Rust), then `load`, `load_file`, `from_source` or `from_sources`.
+    pub fn builder() -> EngineBuilder {
+        EngineBuilder::default()
+    }
+
+    fn link(mut programs: Vec<Program>, functions: Arc<[Function]>) -> Result<Engine, Error> {
         let by_name: BTreeMap<String, usize> = programs
             .iter()
             .enumerate()
@@ -194,6 +161,7 @@ impl Engine {
                 serial: NEXT_CATALOG.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                 programs,
                 by_name,
+                functions,
             }),
             config: Config {
                 limits: Limits::default(),
@@ -411,6 +379,127 @@ impl Engine {
             chunk_bytes: chunk_bytes.max(1),
             hint: (0, 0),
         })
+    }
+}
+
+/// How an [`Engine`] is made when it needs more than its sources: EEx's `trim` option and
+/// functions registered from Rust. Both change what the templates compile to, so they are
+/// given before loading.
+///
+/// ```
+/// use galleon_template::{Assigns, Engine};
+///
+/// let engine = Engine::builder()
+///     .function("money", |cents: i64| format!("${}.{:02}", cents / 100, cents % 100))
+///     .from_source("price.html.eex", "<b><%= money(@cents) %></b>")?;
+/// let mut a = Assigns::new();
+/// a.insert("cents", 1999i64);
+/// assert_eq!(engine.render("price.html.eex", &a)?.to_vec(), b"<b>$19.99</b>");
+///
+/// // A wrong argument type is a render error located at the call.
+/// a.insert("cents", "lots");
+/// let err = engine.render("price.html.eex", &a).unwrap_err();
+/// assert!(err.to_string().starts_with(
+///     "price.html.eex:1:8: money/1: argument 1: expected an integer, not the string \"lots\""));
+/// # Ok::<(), galleon_template::Error>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct EngineBuilder {
+    trim: bool,
+    functions: Vec<Function>,
+}
+
+impl EngineBuilder {
+    /// EEx's `trim: true` (what Phoenix compiles `.html.eex` with): a tag alone on its line
+    /// takes the line's indentation and line break with it; see the crate docs.
+    pub fn trim(mut self, trim: bool) -> EngineBuilder {
+        self.trim = trim;
+        self
+    }
+
+    /// Registers `f` as the template function `name` (a plain name like `money`, or dotted like
+    /// `MyApp.money`), callable with as many arguments as `f` takes (up to four). Arguments are
+    /// converted with [`crate::FromValue`] (`i64`, `f64`, `bool`, `String`, `Value`,
+    /// `Option<T>`, `Vec<T>`); the result with [`crate::IntoResult`] (values, or a `Result`
+    /// whose error becomes a render error at the call). A registered function shadows a
+    /// built-in of the same name and arity. Registering the same name and arity again
+    /// replaces it.
+    pub fn function<Args>(mut self, name: &str, f: impl IntoFunction<Args>) -> EngineBuilder {
+        let f = Function::new(name, f);
+        self.functions
+            .retain(|g| !(g.name == f.name && g.arity == f.arity));
+        self.functions.push(f);
+        self
+    }
+
+    fn options(&self) -> Options<'_> {
+        Options {
+            trim: self.trim,
+            functions: &self.functions,
+        }
+    }
+
+    /// [`Engine::load`] with these options.
+    pub fn load(self, dir: impl AsRef<Path>) -> Result<Engine, Error> {
+        let dir = dir.as_ref();
+        let mut files = Vec::new();
+        walk(dir, dir, &mut files)?;
+        files.sort();
+        let mut sources = Vec::with_capacity(files.len());
+        for (name, path) in files {
+            sources.push((name, read(&path)?));
+        }
+        self.from_sources(sources)
+    }
+
+    /// [`Engine::load_file`] with these options.
+    pub fn load_file(self, path: impl AsRef<Path>) -> Result<Engine, Error> {
+        let path = path.as_ref();
+        let root = path.parent().unwrap_or(Path::new("."));
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Io,
+                    format!("{}: not a template file", path.display()),
+                )
+            })?;
+        let mut programs = Vec::new();
+        let mut seen = BTreeMap::new();
+        let mut queue = VecDeque::from([name]);
+        while let Some(name) = queue.pop_front() {
+            if seen.contains_key(&name) {
+                continue;
+            }
+            let file = root.join(&name);
+            if !programs.is_empty() && !file.is_file() {
+                // Left unresolved: linking reports it at the call.
+                continue;
+            }
+            let program = compile(&name, &read(&file)?, self.options())?;
+            queue.extend(program.partials.iter().map(|(p, _)| p.clone()));
+            seen.insert(name, programs.len());
+            programs.push(program);
+        }
+        Engine::link(programs, self.functions.into())
+    }
+
+    /// [`Engine::from_source`] with these options.
+    pub fn from_source(self, name: &str, source: &str) -> Result<Engine, Error> {
+        self.from_sources([(name, source)])
+    }
+
+    /// [`Engine::from_sources`] with these options.
+    pub fn from_sources<N: AsRef<str>, S: AsRef<str>>(
+        self,
+        sources: impl IntoIterator<Item = (N, S)>,
+    ) -> Result<Engine, Error> {
+        let mut programs = Vec::new();
+        for (name, source) in sources {
+            programs.push(compile(name.as_ref(), source.as_ref(), self.options())?);
+        }
+        Engine::link(programs, self.functions.into())
     }
 }
 

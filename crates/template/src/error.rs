@@ -18,6 +18,8 @@ pub enum ErrorKind {
     TypeMismatch,
     /// Integer overflow or division by zero.
     Arithmetic,
+    /// A function registered from Rust got an argument of the wrong type or returned an error.
+    Function,
     /// The render went past a [`Limits`](crate::Limits) bound: steps, output size or nesting.
     Limit,
     /// No template by that name (a render call, or a partial that does not exist).
@@ -186,6 +188,7 @@ impl Error {
                 | ErrorKind::UnknownKey
                 | ErrorKind::TypeMismatch
                 | ErrorKind::Arithmetic
+                | ErrorKind::Function
         )
     }
 

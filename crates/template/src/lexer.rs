@@ -1,22 +1,9 @@
-//! Lexer: template source to text and tags, and a tag's contents to expression tokens.
+//! Lexer: template source to text and tags (with EEx's `trim` applied to the text), and a tag's
+//! contents to expression tokens, each with its span.
 
 use crate::ast::Span;
-
-/// A syntax error before it is given a template name: a span and a message.
-#[derive(Debug)]
-pub(crate) struct SyntaxError {
-    pub(crate) span: Span,
-    pub(crate) message: String,
-}
-
-impl SyntaxError {
-    pub(crate) fn new(span: Span, message: impl Into<String>) -> SyntaxError {
-        SyntaxError {
-            span,
-            message: message.into(),
-        }
-    }
-}
+pub(crate) use crate::span::SyntaxError;
+use crate::strlit::{RawPart, string};
 
 /// `<%=` or `<%`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,13 +34,28 @@ fn find(hay: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
         .map(|i| i + from)
 }
 
-/// Splits a template into text and tags. Comments (`<%# ... %>`) are dropped here.
-pub(crate) fn split(src: &str) -> Result<Vec<Piece>, SyntaxError> {
+/// Text, a tag, or a comment (which produces nothing but, like a tag, bounds text for `trim`).
+enum Raw {
+    Text(String),
+    Tag(Piece),
+    Comment,
+}
+
+/// Splits a template into text and tags. Comments (`<%# ... %>`, `<%!-- ... --%>`) are dropped
+/// here. With `trim`, whitespace around tags is removed by EEx's rule (see [`trim_texts`]).
+pub(crate) fn split(src: &str, trim: bool) -> Result<Vec<Piece>, SyntaxError> {
     let b = src.as_bytes();
-    let mut out = Vec::new();
+    let mut raw = Vec::new();
     let mut text = String::new();
+    // EEx's `trim_init`: whitespace before a first tag at the very start is dropped.
     let mut text_start = 0;
-    let mut i = 0;
+    if trim {
+        let ws = b.iter().take_while(|c| c.is_ascii_whitespace()).count();
+        if b[ws..].starts_with(b"<%") {
+            text_start = ws;
+        }
+    }
+    let mut i = text_start;
     while let Some(p) = find(b, i, b"<%") {
         if b.get(p + 2) == Some(&b'%') {
             // `<%%` stands for a literal `<%`.
@@ -63,16 +65,25 @@ pub(crate) fn split(src: &str) -> Result<Vec<Piece>, SyntaxError> {
             continue;
         }
         text.push_str(&src[text_start..p]);
+        raw.push(Raw::Text(std::mem::take(&mut text)));
+        if b[p..].starts_with(b"<%!--") {
+            let Some(close) = find(b, p + 5, b"--%>") else {
+                return Err(SyntaxError::new(
+                    Span::new(p, p + 5),
+                    "unclosed comment: `<%!--` without a matching `--%>`",
+                ));
+            };
+            raw.push(Raw::Comment);
+            i = close + 4;
+            text_start = i;
+            continue;
+        }
         let open = Span::new(p, p + 2);
         let (kind, inner_start) = match b.get(p + 2) {
             Some(b'=') => (Some(TagKind::Output), p + 3),
             Some(b'#') => (None, p + 3),
             _ => (Some(TagKind::Exec), p + 2),
         };
-        // Text around a comment stays one piece.
-        if kind.is_some() && !text.is_empty() {
-            out.push(Piece::Text(std::mem::take(&mut text)));
-        }
         let close = match kind {
             None => find(b, inner_start, b"%>"),
             Some(_) => find_close(b, inner_start)?,
@@ -83,21 +94,100 @@ pub(crate) fn split(src: &str) -> Result<Vec<Piece>, SyntaxError> {
                 "unclosed tag: `<%` without a matching `%>`",
             ));
         };
-        if let Some(kind) = kind {
-            out.push(Piece::Tag {
+        raw.push(match kind {
+            Some(kind) => Raw::Tag(Piece::Tag {
                 kind,
                 open: Span::new(open.start, inner_start),
                 inner: Span::new(inner_start, close),
-            });
-        }
+            }),
+            None => Raw::Comment,
+        });
         i = close + 2;
         text_start = i;
     }
     text.push_str(&src[text_start..]);
+    raw.push(Raw::Text(text));
+    if trim {
+        trim_texts(&mut raw);
+    }
+    // Text on both sides of a comment is one piece.
+    let mut out = Vec::new();
+    let mut text = String::new();
+    for r in raw {
+        match r {
+            Raw::Text(t) => text.push_str(&t),
+            Raw::Comment => {}
+            Raw::Tag(tag) => {
+                if !text.is_empty() {
+                    out.push(Piece::Text(std::mem::take(&mut text)));
+                }
+                out.push(tag);
+            }
+        }
+    }
     if !text.is_empty() {
         out.push(Piece::Text(text));
     }
     Ok(out)
+}
+
+/// EEx's `trim: true` (Elixir 1.14, `EEx.Compiler.trim_if_needed`), applied around every tag
+/// and comment in order: before it, trailing blanks and line breaks of the text are removed,
+/// leaving one line break if there was any; after it, leading blanks and line breaks are
+/// removed the same way, and trailing whitespace at the end of the template goes entirely.
+fn trim_texts(raw: &mut [Raw]) {
+    let last = raw.len().saturating_sub(1);
+    for k in 0..raw.len() {
+        if matches!(raw[k], Raw::Text(_)) {
+            continue;
+        }
+        if let Some(Raw::Text(before)) = k.checked_sub(1).map(|j| &mut raw[j]) {
+            trim_left(before);
+        }
+        if let Some(Raw::Text(after)) = raw.get_mut(k + 1) {
+            trim_right(after, k + 1 == last);
+        }
+    }
+}
+
+fn trim_left(text: &mut String) {
+    let mut cut = text.len();
+    let mut breaks = 0;
+    loop {
+        let t = text[..cut].trim_end_matches([' ', '\t']);
+        if let Some(t) = t.strip_suffix('\n') {
+            cut = t.strip_suffix('\r').unwrap_or(t).len();
+            breaks += 1;
+        } else {
+            break;
+        }
+    }
+    if breaks > 0 {
+        text.truncate(cut);
+        text.push('\n');
+    }
+}
+
+fn trim_right(text: &mut String, at_end: bool) {
+    let mut from = 0;
+    let mut breaks = 0;
+    loop {
+        let t = text[from..].trim_start_matches([' ', '\t']);
+        if t.is_empty() && at_end {
+            text.clear();
+            return;
+        }
+        let skipped = text.len() - from - t.len();
+        if let Some(r) = t.strip_prefix("\r\n").or_else(|| t.strip_prefix('\n')) {
+            from += skipped + (t.len() - r.len());
+            breaks += 1;
+        } else {
+            break;
+        }
+    }
+    if breaks > 0 {
+        text.replace_range(..from, "\n");
+    }
 }
 
 /// Finds the `%>` closing a tag, skipping string literals (so `<%= "%>" %>` works).
@@ -147,21 +237,34 @@ pub(crate) enum Tok {
     Float(f64),
     /// A string literal, unescaped.
     Str(String),
+    /// A string literal with `#{...}` in it: its pieces, the code already tokenized.
+    Interp(Vec<Part>),
+    /// `:name` or `:"name"`.
+    Atom(String),
     /// Punctuation and operators.
     Sym(&'static str),
 }
 
+/// A piece of an interpolated string.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Part {
+    /// Text, escapes decoded.
+    Lit(String),
+    /// The tokens of one `#{...}`, and the span of the code between the braces.
+    Code(Vec<Token>, Span),
+}
+
 /// A token and where it is.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Token {
     pub(crate) tok: Tok,
     pub(crate) span: Span,
 }
 
 /// Operators and punctuation, longest first so that `<=` wins over `<`.
-const SYMBOLS: [&str; 24] = [
-    "<-", "<>", "<=", ">=", "==", "!=", "&&", "||", "..", "<", ">", "!", ".", "+", "-", "*", "/",
-    "(", ")", "[", "]", "{", "}", ",",
+const SYMBOLS: [&str; 34] = [
+    "===", "!==", "<-", "<>", "<=", ">=", "==", "!=", "&&", "||", "..", "|>", "->", "=>", "++",
+    "%{", "<", ">", "!", ".", "+", "-", "*", "/", "(", ")", "[", "]", "{", "}", ",", "=", "|", "^",
 ];
 
 fn is_ident_start(c: u8) -> bool {
@@ -182,6 +285,13 @@ pub(crate) fn tokenize(src: &str, span: Span) -> Result<Vec<Token>, SyntaxError>
         let c = b[i];
         if c.is_ascii_whitespace() {
             i += 1;
+            continue;
+        }
+        if c == b'#' {
+            // A comment, to the end of the line.
+            while i < end && b[i] != b'\n' {
+                i += 1;
+            }
             continue;
         }
         let start = i;
@@ -221,9 +331,37 @@ pub(crate) fn tokenize(src: &str, span: Span) -> Result<Vec<Token>, SyntaxError>
             }
             Tok::Assign(src[start + 1..i].to_owned())
         } else if c == b'"' {
-            let (s, next) = string(src, i, end)?;
+            let (parts, next) = string(src, i, end)?;
             i = next;
-            Tok::Str(s)
+            match <[RawPart; 1]>::try_from(parts) {
+                Ok([RawPart::Lit(s)]) => Tok::Str(s),
+                Ok(parts) => interp(src, Vec::from(parts))?,
+                Err(parts) => interp(src, parts)?,
+            }
+        } else if c == b':' && b.get(i + 1) == Some(&b'"') && i + 1 < end {
+            let (parts, next) = string(src, i + 1, end)?;
+            i = next;
+            match <[RawPart; 1]>::try_from(parts) {
+                Ok([RawPart::Lit(s)]) => Tok::Atom(s),
+                _ => {
+                    return Err(SyntaxError::new(
+                        Span::new(start, i),
+                        "interpolation in an atom is not supported",
+                    ));
+                }
+            }
+        } else if c == b':'
+            && i + 1 < end
+            && (is_ident_start(b[i + 1]) || b[i + 1].is_ascii_uppercase())
+        {
+            i += 1;
+            while i < end && is_ident_char(b[i]) {
+                i += 1;
+            }
+            if i < end && (b[i] == b'?' || b[i] == b'!') && b.get(i + 1) != Some(&b'=') {
+                i += 1;
+            }
+            Tok::Atom(src[start + 1..i].to_owned())
         } else if c == b'\'' {
             return Err(SyntaxError::new(
                 Span::new(i, i + 1),
@@ -251,6 +389,26 @@ pub(crate) fn tokenize(src: &str, span: Span) -> Result<Vec<Token>, SyntaxError>
 fn number(src: &str, mut i: usize, end: usize) -> Result<(Tok, usize), SyntaxError> {
     let b = src.as_bytes();
     let start = i;
+    if b[i] == b'0' && i + 1 < end {
+        let radix = match b.get(i + 1) {
+            Some(b'x') => 16,
+            Some(b'o') => 8,
+            Some(b'b') => 2,
+            _ => 0,
+        };
+        if radix != 0 {
+            i += 2;
+            while i < end && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            let span = Span::new(start, i);
+            let digits: String = src[start + 2..i].chars().filter(|&c| c != '_').collect();
+            return match i64::from_str_radix(&digits, radix) {
+                Ok(n) if !digits.is_empty() => Ok((Tok::Int(n), i)),
+                _ => Err(SyntaxError::new(span, "invalid number literal")),
+            };
+        }
+    }
     let digits = |i: &mut usize| -> Result<(), SyntaxError> {
         while *i < end && (b[*i].is_ascii_digit() || b[*i] == b'_') {
             if b[*i] == b'_' && !(b.get(*i + 1).is_some_and(u8::is_ascii_digit) && *i + 1 < end) {
@@ -299,36 +457,16 @@ fn number(src: &str, mut i: usize, end: usize) -> Result<(Tok, usize), SyntaxErr
     }
 }
 
-/// Lexes a double-quoted string starting at `i` (the quote).
-fn string(src: &str, i: usize, end: usize) -> Result<(String, usize), SyntaxError> {
-    let mut out = String::new();
-    let mut chars = src[i + 1..end].char_indices();
-    while let Some((k, c)) = chars.next() {
-        let at = i + 1 + k;
-        match c {
-            '"' => return Ok((out, at + 1)),
-            '#' if src[at + 1..end].starts_with('{') => {
-                return Err(SyntaxError::new(
-                    Span::new(at, at + 2),
-                    "string interpolation is not supported; use `<>`",
-                ));
-            }
-            '\\' => match chars.next() {
-                Some((_, 'n')) => out.push('\n'),
-                Some((_, 't')) => out.push('\t'),
-                Some((_, 'r')) => out.push('\r'),
-                Some((_, '0')) => out.push('\0'),
-                Some((_, 'e')) => out.push('\x1b'),
-                Some((_, other)) => out.push(other),
-                None => break,
-            },
-            c => out.push(c),
-        }
+/// An interpolated string's token: each `#{...}` tokenized.
+fn interp(src: &str, parts: Vec<RawPart>) -> Result<Tok, SyntaxError> {
+    let mut out = Vec::with_capacity(parts.len());
+    for p in parts {
+        out.push(match p {
+            RawPart::Lit(s) => Part::Lit(s),
+            RawPart::Code(span) => Part::Code(tokenize(src, span)?, span),
+        });
     }
-    Err(SyntaxError::new(
-        Span::new(i, i + 1),
-        "unterminated string literal",
-    ))
+    Ok(Tok::Interp(out))
 }
 
 #[cfg(test)]
@@ -345,7 +483,7 @@ mod tests {
 
     #[test]
     fn splits_text_tags_comments_and_escaped_open() {
-        let p = split("a<%= x %>b<%# c %>d<%% e %>").unwrap();
+        let p = split("a<%= x %>b<%# c %>d<%% e %>", false).unwrap();
         assert_eq!(p.len(), 3);
         assert!(matches!(&p[0], Piece::Text(t) if t == "a"));
         assert!(
@@ -356,7 +494,7 @@ mod tests {
 
     #[test]
     fn closing_inside_a_string_does_not_close_the_tag() {
-        let p = split(r#"<%= "%>" %>!"#).unwrap();
+        let p = split(r#"<%= "%>" %>!"#, false).unwrap();
         assert!(matches!(&p[1], Piece::Text(t) if t == "!"));
     }
 
@@ -375,6 +513,43 @@ mod tests {
                 Tok::Ident("a".into()),
                 Tok::Sym("!="),
                 Tok::Ident("b".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn trim_follows_eex() {
+        let text = |src: &str| -> String {
+            split(src, true)
+                .unwrap()
+                .into_iter()
+                .map(|p| match p {
+                    Piece::Text(t) => t,
+                    Piece::Tag { .. } => "|".to_owned(),
+                })
+                .collect()
+        };
+        // Checked against EEx.eval_string(src, [], trim: true) in Elixir 1.14.
+        assert_eq!(text("a\n  <% x %>\n  <%= x %>\nb\n"), "a\n|\n|\nb\n");
+        assert_eq!(text("\n\n  <%= x %>  \n\n"), "|");
+        assert_eq!(text("a <%= x %> b"), "a | b");
+        assert_eq!(text("a<%!-- c --%>b"), "ab");
+    }
+
+    #[test]
+    fn atoms_radix_and_new_symbols() {
+        assert_eq!(
+            toks(":ok :\"a b\" 0x1F 0b101 a === b |> c"),
+            vec![
+                Tok::Atom("ok".into()),
+                Tok::Atom("a b".into()),
+                Tok::Int(31),
+                Tok::Int(5),
+                Tok::Ident("a".into()),
+                Tok::Sym("==="),
+                Tok::Ident("b".into()),
+                Tok::Sym("|>"),
+                Tok::Ident("c".into()),
             ]
         );
     }

@@ -38,21 +38,85 @@
 //! ```
 //!
 //! ## The language
-//! Text; `<%= expr %>` (output, HTML-escaped: `& < > " '`); `<% expr %>` (evaluated, not
-//! output); `<%# comment %>`; `<%%` for a literal `<%`. Blocks: `<%= for x <- list do %>...<% end %>`,
-//! `for i <- 1..@n` (counted, no list is built), `for {x, i} <- Enum.with_index(list)`,
-//! `<%= if cond do %>...<% else %>...<% end %>`, `unless`. Expressions: `@assign`, loop
-//! variables, `a.key` (a missing key is an error), `a[0]` / `a["key"]` (missing is `nil`),
-//! integers (`100_000_000`), floats, strings (`"\n"` escapes, no interpolation), `true`, `false`,
-//! `nil`, lists `[a, b]`, `== != < <= > >=`, strict `and or not`, truthy `&& || !`, `+ - * /`
-//! (`/` gives a float, as in Elixir), `<>`; functions `length`, `upcase`, `downcase` (also as
-//! `Enum.count`, `String.upcase`, `String.downcase`), `raw(expr)` (no escaping), and
-//! `render("partial.html.eex", key: value)`, looked up relative to the calling template's
-//! directory, with exactly the given assigns. [`Engine::render_in_layout`] renders a page inside a
-//! layout as `@inner_content`.
+//! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 250
+//! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
+//! reproducing Phoenix.HTML's) and compares the bytes; the differences left are listed below.
 //!
-//! Deliberate differences from Elixir: `a..b` with `a > b` is empty (Elixir counts down);
-//! `nil` renders as nothing and lists cannot be output directly; a block must open with `<%=`.
+//! - **Tags**: text; `<%= expr %>` (output, HTML-escaped: `& < > " '` as `&amp; &lt; &gt;
+//!   &quot; &#39;`); `<% expr %>` (evaluated, not output); `<%# comment %>` and
+//!   `<%!-- comment --%>` (which may contain `%>`); `<%%` for a literal `<%`; `# comment` to
+//!   the end of a line inside a tag.
+//! - **Blocks**: `<%= for x <- list do %>...<% end %>` with filters and several generators
+//!   (`for x <- xs, x > 1, y <- ys do`), any pattern (`for {k, v} <- map` walks a map's pairs
+//!   in key order; elements that do not match are skipped), `for i <- 1..@n` (counted, no list
+//!   built), `for {x, i} <- Enum.with_index(list)` (no tuple built);
+//!   `<%= if cond do %>...<% else %>...<% end %>`, `unless`;
+//!   `<%= case expr do %><% {:ok, x} when x > 1 -> %>...<% _ -> %>...<% end %>` (no clause
+//!   matching is an error, as in Elixir); `<%= cond do %><% a -> %>...<% true -> %>...<% end %>`.
+//!   A block opened with `<%` instead of `<%=` outputs nothing, as in EEx.
+//! - **Variables**: `<% x = expr %>` (also `<% {a, b} = expr %>`; a failed match is an error);
+//!   visible to the end of the enclosing block. Patterns: variables, `_`, literals, atoms,
+//!   `^pinned`, tuples, lists.
+//! - **Values**: `@assign`, variables, `nil`, `true`, `false`, integers (`1_000`, `0xFF`,
+//!   `0o17`, `0b101`; 64-bit), floats (printed as Elixir prints them: `1000.0` is `1.0e3`),
+//!   strings with Elixir's escapes (`\n \t \s \e \xHH \uHHHH \u{H...}`) and
+//!   `"#{interpolation}"` (each part through `to_string`), atoms (`:ok`, `:"a b"`), lists
+//!   `[a, b]`, tuples `{a, b}`, maps `%{"k" => v, k: v}`.
+//! - **Operators**: `a.key` (a missing key is an error), `a[:key]` / `a["key"]` (missing is
+//!   `nil`), `+ - * /` (`/` always gives a float), `== != === !==` (`1 == 1.0`, `1 !== 1.0`),
+//!   `< <= > >=`, strict `and or not`, truthy `&& || !`, `<>`, `++`, `in` / `not in` (a list,
+//!   a map or a range `a..b`), the pipe `x |> f(y)`, one-line `if c, do: a, else: b`.
+//! - **Functions**: `to_string`, `length`, `div`, `rem`, `abs`, `round`, `trunc`, `max`, `min`,
+//!   `hd`, `tl`, `elem`, `is_nil` and the other `is_*` guards, `map_size`, `tuple_size`,
+//!   `byte_size`; `Enum.count/join/at/reverse/sum/min/max/sort/uniq/take/drop/empty?/member?/
+//!   with_index/to_list/concat/zip/chunk_every/slice` (a range may be the enumerable:
+//!   `Enum.sum(1..10)`); `String.length/upcase/downcase/capitalize/trim/trim_leading/
+//!   trim_trailing/split/replace/contains?/starts_with?/ends_with?/duplicate/pad_leading/
+//!   pad_trailing/reverse/slice/first/last/at/to_integer`; `Integer.to_string/parse`;
+//!   `Float.round/floor/ceil/to_string`; `Map.get/has_key?/keys/values`;
+//!   `List.first/last/flatten`; `raw(x)` and `Phoenix.HTML.raw(x)` (no escaping); functions
+//!   registered from Rust ([`EngineBuilder::function`]); and
+//!   `render("partial.html.eex", key: value)`, looked up relative to the calling template's
+//!   directory, with exactly the given assigns. [`Engine::render_in_layout`] renders a page
+//!   inside a layout as `@inner_content`.
+//! - **Output**: `nil` outputs nothing, atoms their name, floats as above; a list outputs its
+//!   strings, safe HTML and bytes (integers 0 to 255) in order, as Phoenix does; a map or a
+//!   tuple cannot be output.
+//! - **Options** ([`Engine::builder`]): `trim(true)` is EEx's `trim: true`, which Phoenix uses
+//!   for `.html.eex`: around each tag and comment, blanks and line breaks before it shrink to
+//!   one line break (if there was one), the same after it, and whitespace at the very start
+//!   (before a first tag) and end goes entirely.
+//! - **Assigns from Rust**: [`Assigns::from_serialize`] takes any `serde::Serialize` value, so
+//!   an application passes its own structs; [`Value::from_serialize`] for one value.
+//!
+//! ## Differences from EEx
+//! Deliberate, each pinned by a case of the conformance corpus:
+//! - **Integers are 64-bit.** A literal past `i64` is a located syntax error and overflow a
+//!   located render error, where Elixir has big integers: a page silently computing with
+//!   20-digit numbers is rarer than one that should have failed. JSON integers above `i64`
+//!   become floats.
+//! - **Comparing different types is an error** (`1 < "a"`), not Erlang's term order: in a
+//!   template it is almost always a bug (a number that arrived as a string). `==` across
+//!   types is fine (false), and `Enum.sort`/`max`/`min` do use the term order.
+//! - **`String.length` and the other `String` positions count code points**, not grapheme
+//!   clusters: `"e\u0301"` is 2, not 1. The same for precomposed text, which is most text.
+//! - **A block opened with `<%` is not evaluated at all.** EEx evaluates it and drops its
+//!   output, so an error inside still fails there; galleon checks its syntax and skips it.
+//! - **`%>` inside a string literal does not end the tag** (`<%= "%>" %>` works); EEx ends the
+//!   tag at the first `%>`, making such a template an error.
+//! - **`list[i]` reads element `i`**, where Elixir's `Access` rejects integer keys on lists
+//!   (galleon keeps it; `Enum.at` is the portable spelling).
+//! - **`length` also counts a string's code points and a map's entries**; Elixir's `length`
+//!   takes lists only.
+//! - **An empty tag (`<%= %>`) and single-quoted charlists (`'abc'`) are errors**: both are
+//!   typos far more often than intended (EEx outputs nothing, and the bytes of the charlist).
+//! - Maps have string keys: `m.key`, `m[:key]` and `m["key"]` all find the key `"key"` (an
+//!   Elixir map has atom or string keys, not both), and a map literal's atom keys become
+//!   strings. `for {k, v} <- map` gives string keys.
+//! - Not supported (a located error): anonymous functions (`fn`, `&`), `Enum.map`/`filter`
+//!   and other functions taking functions, ranges outside `for`, `in` and `Enum` arguments,
+//!   `<%= for x <- xs, do: x %>`, big integers, sigils, `with`, `try`, structs.
 //!
 //! ## Performance model
 //! Compiling turns a template into a flat list of instructions with jumps. Each instruction
@@ -79,20 +143,26 @@
 #![forbid(unsafe_code)]
 
 mod ast;
+mod builtins;
 mod compile;
 mod engine;
 mod error;
+mod float;
+mod function;
 mod lexer;
+mod ops;
 mod parser;
 mod program;
 mod scalar;
 mod span;
+mod strlit;
 mod value;
 mod vm;
 
 pub use engine::{
-    DEFAULT_COPY_BELOW, DEFAULT_MAX_DEPTH, DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STEPS, Engine, Limits,
-    RenderStream, Rendered, TemplateId, TemplateRef,
+    DEFAULT_COPY_BELOW, DEFAULT_MAX_DEPTH, DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STEPS, Engine,
+    EngineBuilder, Limits, RenderStream, Rendered, TemplateId, TemplateRef,
 };
 pub use error::{Error, ErrorKind, Location};
+pub use function::{FromValue, IntoFunction, IntoResult};
 pub use value::{Assigns, Map, Str, Value};

@@ -10,7 +10,9 @@ use bytes::Bytes;
 use galleon_iolist::IoList;
 
 use crate::ast::{BinOp, Span, UnOp};
+use crate::builtins::Builtin;
 use crate::error::{Error, ErrorKind, Location};
+use crate::function::Function;
 use crate::value::{Str, Value};
 
 /// A compiled template.
@@ -124,6 +126,19 @@ pub(crate) enum Op {
         body: usize,
         repeat: Option<Repeat>,
     },
+    /// Evaluate and store in variable slot `slot` (`<% x = expr %>`, a `case` subject).
+    Set { slot: usize, code: Code },
+    /// Match the value in slot `slot` against `pattern`, binding its variables; on failure
+    /// jump to `fail`, or with no `fail` stop the render with a match error at `span`.
+    Match {
+        pattern: PatCode,
+        slot: usize,
+        fail: Option<usize>,
+        span: Span,
+    },
+    /// Stop the render: no clause of the `case` or `cond` at `span` matched the value in slot
+    /// `slot` (`None` for a `cond`).
+    NoClause { slot: Option<usize>, span: Span },
     /// Render partial number `partial` with the given assigns, in place (streamable).
     Call {
         partial: usize,
@@ -166,6 +181,23 @@ pub(crate) enum Generator {
     Items(Code),
 }
 
+/// A compiled pattern: variables resolved to slots.
+#[derive(Debug)]
+pub(crate) enum PatCode {
+    /// `_`: anything.
+    Any,
+    /// A variable: anything, stored in the slot.
+    Bind(usize),
+    /// Equal (`===`) to this value.
+    Lit(Value),
+    /// Equal (`===`) to the value in this slot.
+    Pin(usize),
+    /// A tuple of exactly these.
+    Tuple(Vec<PatCode>),
+    /// A list of exactly these.
+    List(Vec<PatCode>),
+}
+
 /// A compiled expression.
 #[derive(Debug)]
 pub(crate) struct Code {
@@ -184,9 +216,21 @@ pub(crate) enum CodeKind {
     Unary(UnOp, Box<Code>),
     Binary(BinOp, Box<Code>, Box<Code>),
     List(Vec<Code>),
-    Length(Box<Code>),
-    Upcase(Box<Code>),
-    Downcase(Box<Code>),
+    Tuple(Vec<Code>),
+    Map(Vec<(Code, Code)>),
+    /// `"a#{b}"`: each part through `to_string`, joined.
+    Interp(Vec<Code>),
+    /// One-line `if`: condition, negated, then, else.
+    If(Box<Code>, bool, Box<Code>, Option<Box<Code>>),
+    /// `first..last` where a list is wanted (an `Enum` function's argument): built, one step
+    /// per element.
+    RangeList(Box<Code>, Box<Code>),
+    /// `x in first..last`, without building the range.
+    InRange(Box<Code>, Box<Code>, Box<Code>),
+    /// A built-in function (`Enum.join`, `String.length`...).
+    Builtin(Builtin, Vec<Code>),
+    /// A function registered from Rust, by its index in the catalog's functions.
+    Native(usize, Vec<Code>),
     Raw(Box<Code>),
     Partial {
         partial: usize,
@@ -252,4 +296,6 @@ pub(crate) struct Catalog {
     pub(crate) serial: u64,
     pub(crate) programs: Vec<Program>,
     pub(crate) by_name: BTreeMap<String, usize>,
+    /// Functions registered from Rust, indexed by [`CodeKind::Native`].
+    pub(crate) functions: Arc<[Function]>,
 }

@@ -1,16 +1,17 @@
 //! A scalar value's output as bytes, for folding constants into static text at compile time.
 
+use crate::float::write_float;
 use crate::value::Value;
 
 /// Writes a scalar's output into `buf` (used to fold constants into static text at compile
 /// time); lists and maps write nothing.
 pub(crate) fn write_scalar(v: &Value, escape: bool, buf: &mut Vec<u8>) {
     match v {
-        Value::Nil | Value::List(_) | Value::Map(_) => {}
+        Value::Nil | Value::List(_) | Value::Map(_) | Value::Tuple(_) => {}
         Value::Bool(b) => buf.extend_from_slice(if *b { b"true" } else { b"false" }),
         Value::Int(i) => buf.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes()),
-        Value::Float(x) => buf.extend_from_slice(format!("{x:?}").as_bytes()),
-        Value::Str(s) if escape => {
+        Value::Float(x) => write_float(*x, buf),
+        Value::Str(s) | Value::Atom(s) if escape => {
             for &b in s.bytes().iter() {
                 match b {
                     b'&' => buf.extend_from_slice(b"&amp;"),
@@ -22,7 +23,7 @@ pub(crate) fn write_scalar(v: &Value, escape: bool, buf: &mut Vec<u8>) {
                 }
             }
         }
-        Value::Str(s) => buf.extend_from_slice(s.bytes()),
+        Value::Str(s) | Value::Atom(s) => buf.extend_from_slice(s.bytes()),
         Value::Safe(html) => {
             for seg in html.segments() {
                 buf.extend_from_slice(seg);

@@ -1,4 +1,5 @@
-//! [`Span`]: where in a template's source a token, node or error is.
+//! [`Span`]: where in a template's source a token, node or error is; [`SyntaxError`]: a message
+//! at a span, before it is given a template name.
 
 /// A byte range of the template source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -15,5 +16,21 @@ impl Span {
     /// The smallest span covering both.
     pub(crate) fn to(self, other: Span) -> Span {
         Span::new(self.start.min(other.start), self.end.max(other.end))
+    }
+}
+
+/// A syntax error before it is given a template name: a span and a message.
+#[derive(Debug)]
+pub(crate) struct SyntaxError {
+    pub(crate) span: Span,
+    pub(crate) message: String,
+}
+
+impl SyntaxError {
+    pub(crate) fn new(span: Span, message: impl Into<String>) -> SyntaxError {
+        SyntaxError {
+            span,
+            message: message.into(),
+        }
     }
 }

@@ -103,6 +103,11 @@ pub enum Value {
     Float(f64),
     /// A shared string; rendered escaped unless wrapped in `raw`.
     Str(Str),
+    /// An atom (`:ok`): rendered as its name. `true`, `false` and `nil` are [`Value::Bool`]
+    /// and [`Value::Nil`], never atoms.
+    Atom(Str),
+    /// A tuple (`{:ok, x}`, the `{key, value}` pairs of a map in a `for`).
+    Tuple(Arc<[Value]>),
     /// A shared list.
     List(Arc<[Value]>),
     /// A shared map with string keys.
@@ -115,6 +120,11 @@ impl Value {
     /// A string value (copies `s` once).
     pub fn str(s: &str) -> Value {
         Value::Str(Str::new(s))
+    }
+
+    /// An atom.
+    pub fn atom(name: &str) -> Value {
+        Value::Atom(Str::new(name))
     }
 
     /// A list value.
@@ -147,6 +157,8 @@ impl Value {
             Value::Int(_) => "integer",
             Value::Float(_) => "float",
             Value::Str(_) => "string",
+            Value::Atom(_) => "atom",
+            Value::Tuple(_) => "tuple",
             Value::List(_) => "list",
             Value::Map(_) => "map",
             Value::Safe(_) => "safe html",
@@ -162,6 +174,14 @@ impl fmt::Debug for Value {
             Value::Int(i) => write!(f, "{i}"),
             Value::Float(x) => write!(f, "{x:?}"),
             Value::Str(s) => write!(f, "{s:?}"),
+            Value::Atom(a) => write!(f, ":{a}"),
+            Value::Tuple(t) => {
+                let mut d = f.debug_tuple("");
+                for v in t.iter() {
+                    d.field(v);
+                }
+                d.finish()
+            }
             Value::List(l) => f.debug_list().entries(l.iter()).finish(),
             Value::Map(m) => f.debug_map().entries(m.iter()).finish(),
             Value::Safe(h) => write!(f, "{{:safe, {} bytes}}", h.len()),
@@ -251,6 +271,17 @@ impl From<serde_json::Value> for Value {
     }
 }
 
+impl Value {
+    /// Any `serde::Serialize` value (a struct of your own, a map, a vector) as a template value:
+    /// structs and maps become maps, sequences lists, through `serde_json`'s data model (so an
+    /// integer above `i64::MAX` becomes a float, and map keys must be strings).
+    pub fn from_serialize<T: serde::Serialize + ?Sized>(value: &T) -> Result<Value, Error> {
+        serde_json::to_value(value)
+            .map(Value::from)
+            .map_err(|e| Error::data(format!("cannot convert to a template value: {e}")))
+    }
+}
+
 /// The assigns of one render: the `@name` values. Cloning shares the map.
 #[derive(Clone, Default, PartialEq)]
 pub struct Assigns {
@@ -278,6 +309,23 @@ impl Assigns {
                 json_type(&other)
             ))),
         }
+    }
+
+    /// Assigns from any `serde::Serialize` value that serializes as a map or struct: each field
+    /// is an assign.
+    ///
+    /// ```
+    /// #[derive(serde::Serialize)]
+    /// struct Page<'a> { title: &'a str, visits: u32 }
+    ///
+    /// let a = galleon_template::Assigns::from_serialize(&Page { title: "Home", visits: 3 })?;
+    /// assert_eq!(a.get("visits"), Some(&galleon_template::Value::Int(3)));
+    /// # Ok::<(), galleon_template::Error>(())
+    /// ```
+    pub fn from_serialize<T: serde::Serialize + ?Sized>(value: &T) -> Result<Assigns, Error> {
+        let json = serde_json::to_value(value)
+            .map_err(|e| Error::data(format!("cannot convert to assigns: {e}")))?;
+        Assigns::from_json(json)
     }
 
     /// Sets `@key` (copy-on-write if the map is shared).

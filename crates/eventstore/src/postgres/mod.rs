@@ -6,10 +6,12 @@
 //! - `writer`: the batching writer tasks and the routing of appends to them.
 //! - `read`: stream and `$all` reads.
 //! - `notify`: LISTEN/NOTIFY and the WAL nudge, on connections of their own.
+//! - `subscriptions`: persistent subscriptions' rows and checkpoints.
 
 mod notify;
 mod read;
 mod schema;
+mod subscriptions;
 mod writer;
 
 use std::sync::Arc;
@@ -169,6 +171,21 @@ impl PgStore {
         max: usize,
     ) -> Result<Vec<RecordedEvent>> {
         read::read_all(&self.inner.pool, from_position, max).await
+    }
+
+    /// `$all` from `from_position` on that passes `filter`, at most `max`.
+    pub(crate) async fn read_filtered(
+        &self,
+        from_position: u64,
+        max: usize,
+        filter: &crate::filter::EventFilter,
+    ) -> Result<Vec<RecordedEvent>> {
+        read::read_filtered(&self.inner.pool, from_position, max, filter).await
+    }
+
+    /// The line below which `$all` is final now.
+    pub(crate) async fn head(&self) -> Result<u64> {
+        read::head(&self.inner.pool).await
     }
 
     pub(crate) fn wake(&self) -> watch::Receiver<u64> {

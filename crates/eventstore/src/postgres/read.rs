@@ -5,6 +5,7 @@ use deadpool_postgres::Pool;
 use tokio_postgres::types::Type;
 
 use crate::error::{Error, Result};
+use crate::time::Timestamp;
 use crate::types::{Direction, Json, RecordedEvent};
 
 /// Attempts of a read when the pooled connection turns out broken: the first, then one on a
@@ -24,12 +25,12 @@ const READ_ATTEMPTS: u32 = 2;
 // `row_to_event` without shipping and allocating the name once per row.
 // $1 stream, $2 first version wanted, $3 most events.
 const SQL_READ_FORWARD: &str = "WITH s AS (SELECT stream_no FROM streams WHERE stream_id = $1) \
-     SELECT e.position, NULL::text, e.version, e.event_id, e.event_type, e.data, e.metadata \
+     SELECT e.position, NULL::text, e.version, e.event_id, e.event_type, e.data, e.metadata, e.recorded_at \
        FROM events e \
       WHERE e.stream_no = (SELECT stream_no FROM s) AND e.append_len > 0 \
         AND e.version >= $2 AND e.version < $2 + $3 \
      UNION ALL \
-     SELECT e.position, NULL::text, e.version, e.event_id, e.event_type, e.data, e.metadata \
+     SELECT e.position, NULL::text, e.version, e.event_id, e.event_type, e.data, e.metadata, e.recorded_at \
        FROM ((SELECT h.position, h.version, h.append_len FROM events h \
                WHERE h.stream_no = (SELECT stream_no FROM s) AND h.append_len > 0 \
                  AND h.version <= $2 \
@@ -49,12 +50,12 @@ const SQL_READ_FORWARD: &str = "WITH s AS (SELECT stream_no FROM streams WHERE s
 // is lower, and `low` is `top - $3 + 1`. $1 stream, $2 last version wanted, $3 most events.
 const SQL_READ_BACKWARD: &str = "WITH s AS (SELECT stream_no, LEAST(version, $2) - $3 + 1 AS low, LEAST(version, $2) AS top \
                 FROM streams WHERE stream_id = $1) \
-     SELECT e.position, NULL::text, e.version, e.event_id, e.event_type, e.data, e.metadata \
+     SELECT e.position, NULL::text, e.version, e.event_id, e.event_type, e.data, e.metadata, e.recorded_at \
        FROM events e \
       WHERE e.stream_no = (SELECT stream_no FROM s) AND e.append_len > 0 \
         AND e.version >= (SELECT low FROM s) AND e.version <= (SELECT top FROM s) \
      UNION ALL \
-     SELECT e.position, NULL::text, e.version, e.event_id, e.event_type, e.data, e.metadata \
+     SELECT e.position, NULL::text, e.version, e.event_id, e.event_type, e.data, e.metadata, e.recorded_at \
        FROM ((SELECT h.position, h.version, h.append_len FROM events h \
                WHERE h.stream_no = (SELECT stream_no FROM s) AND h.append_len > 0 \
                  AND h.version <= (SELECT low FROM s) \
@@ -72,10 +73,38 @@ const SQL_READ_BACKWARD: &str = "WITH s AS (SELECT stream_no, LEAST(version, $2)
 
 /// `$all` is read only below the oldest transaction still running: everything under that line
 /// is final, so a later read never finds an event behind one already returned.
-pub(super) const SQL_READ_ALL: &str = "SELECT position, stream_id, version, event_id, event_type, data, metadata \
+pub(super) const SQL_READ_ALL: &str = "SELECT position, stream_id, version, event_id, event_type, data, metadata, recorded_at \
      FROM events WHERE position >= $1 \
        AND position < ((pg_snapshot_xmin(pg_current_snapshot())::text::bigint) << 16) \
      ORDER BY position LIMIT $2";
+
+/// The line `$all` is read below: where the fan-out's reader starts.
+const SQL_HEAD: &str = "SELECT (pg_snapshot_xmin(pg_current_snapshot())::text::bigint) << 16";
+
+/// `$all` of one category (`$3`), below the same line: one range of `events_category`, whose
+/// expression this repeats.
+const SQL_READ_CATEGORY: &str = "SELECT position, stream_id, version, event_id, event_type, data, metadata, recorded_at \
+     FROM events WHERE split_part(stream_id, '-', 1) = $3 AND position >= $1 \
+       AND position < ((pg_snapshot_xmin(pg_current_snapshot())::text::bigint) << 16) \
+     ORDER BY position LIMIT $2";
+
+/// As [`SQL_READ_CATEGORY`], keeping the types `$4` (a filter on the category's range).
+const SQL_READ_CATEGORY_TYPES: &str = "SELECT position, stream_id, version, event_id, event_type, data, metadata, recorded_at \
+     FROM events WHERE split_part(stream_id, '-', 1) = $3 AND position >= $1 \
+       AND position < ((pg_snapshot_xmin(pg_current_snapshot())::text::bigint) << 16) \
+       AND event_type = ANY($4) \
+     ORDER BY position LIMIT $2";
+
+/// `$all` of the types `$3`: one ordered range of `events_type` per type, at most `$2` each,
+/// merged (a plain `event_type = ANY` would collect every match before sorting).
+const SQL_READ_TYPES: &str = "WITH top AS MATERIALIZED ( \
+       SELECT (pg_snapshot_xmin(pg_current_snapshot())::text::bigint) << 16 AS p) \
+     SELECT e.* FROM unnest($3::text[]) AS t(name) CROSS JOIN LATERAL ( \
+       SELECT position, stream_id, version, event_id, event_type, data, metadata, recorded_at \
+         FROM events WHERE event_type = t.name AND position >= $1 \
+          AND position < (SELECT p FROM top) \
+        ORDER BY position LIMIT $2) e \
+     ORDER BY e.position LIMIT $2";
 
 /// A stream's events from `from_version` on (forward) or back (backward), at most `max`, in
 /// version order; `StreamNotFound` for a stream that was never written.
@@ -129,6 +158,40 @@ pub(super) async fn read_all(
     let from = from_position.min(i64::MAX as u64) as i64;
     let rows = query_with_retry(pool, SQL_READ_ALL, &[&from, &(max as i64)]).await?;
     rows.iter().map(|r| row_to_event(r, None)).collect()
+}
+
+/// `$all` from `from_position` on that passes `filter`, at most `max`, below the same line as
+/// [`read_all`].
+pub(super) async fn read_filtered(
+    pool: &Pool,
+    from_position: u64,
+    max: usize,
+    filter: &crate::filter::EventFilter,
+) -> Result<Vec<RecordedEvent>> {
+    let from = from_position.min(i64::MAX as u64) as i64;
+    let limit = max as i64;
+    let types = filter.event_types();
+    let rows = match filter.category_name() {
+        None if types.is_empty() => return read_all(pool, from_position, max).await,
+        None => query_with_retry(pool, SQL_READ_TYPES, &[&from, &limit, &types]).await?,
+        Some(c) if types.is_empty() => {
+            query_with_retry(pool, SQL_READ_CATEGORY, &[&from, &limit, &c]).await?
+        }
+        Some(c) => {
+            query_with_retry(pool, SQL_READ_CATEGORY_TYPES, &[&from, &limit, &c, &types]).await?
+        }
+    };
+    rows.iter().map(|r| row_to_event(r, None)).collect()
+}
+
+/// The line below which `$all` is final now.
+pub(super) async fn head(pool: &Pool) -> Result<u64> {
+    let rows = query_with_retry(pool, SQL_HEAD, &[]).await?;
+    let head: i64 = rows
+        .first()
+        .ok_or_else(|| Error::Corrupt("the head query returned no row".into()))?
+        .try_get(0)?;
+    Ok(head as u64)
 }
 
 /// Runs a read-only prepared query; on a broken pooled connection (server restarted,
@@ -234,6 +297,7 @@ fn row_to_event(row: &tokio_postgres::Row, stream: Option<&str>) -> Result<Recor
         event_type: row.try_get(4)?,
         data: Json::trusted(row.try_get::<_, JsonColumn>(5)?.0),
         metadata: Json::trusted(row.try_get::<_, JsonColumn>(6)?.0),
+        recorded_at: Timestamp::from(row.try_get::<_, std::time::SystemTime>(7)?),
     })
 }
 

@@ -14,6 +14,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0002_group_commit.sql"),
     include_str!("migrations/0003_stream_numbers.sql"),
     include_str!("migrations/0004_one_index_entry_per_append.sql"),
+    include_str!("migrations/0005_recorded_at_categories_types.sql"),
+    include_str!("migrations/0006_persistent_subscriptions.sql"),
 ];
 
 /// Longest identifier PostgreSQL keeps (`NAMEDATALEN - 1` in a default build).

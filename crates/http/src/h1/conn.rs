@@ -20,6 +20,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep, sleep_until, timeout, timeout_at};
 
+use super::chunks::{ChunkPool, offload_iter};
 use super::decode::{
     BodyFraming, ChunkProgress, ChunkedDecoder, HeadError, Refusal, body_framing, check_host,
     expects_continue, parse_head, wants_keep_alive,
@@ -27,7 +28,7 @@ use super::decode::{
 use super::encode::{Framing, KeepAlive, push_chunk, push_last_chunk, write_head};
 use crate::config::ServerConfig;
 use crate::request::{Method, Request};
-use crate::response::{BodyKind, BoxError, ChunkIter, ChunkStream, Response, StatusCode};
+use crate::response::{BodyKind, ChunkStream, Response, StatusCode};
 use crate::router::Router;
 use crate::trace::{
     ConnTracer, ResponseTrace, Syscall, TRACE_HEADER, TraceStore, WriteRecord, collect, log_record,
@@ -67,6 +68,8 @@ pub(crate) struct Shared {
     pub(crate) stopping: AtomicBool,
     /// Request body bytes all connections hold now, against `max_buffered_body_bytes`.
     pub(crate) buffered_body_bytes: AtomicU64,
+    /// Where streamed bodies' chunks are computed; `None`: tokio's blocking pool.
+    pub(crate) chunk_pool: Option<ChunkPool>,
 }
 
 impl Shared {
@@ -499,7 +502,7 @@ impl Conn {
                     Err(e) => Err(e),
                 },
                 BodyKind::Iter(it) => {
-                    let chunks = offload_iter(it);
+                    let chunks = offload_iter(it, self.shared.chunk_pool.as_ref());
                     self.write_chunks(chunks, false, framing == Framing::Chunked)
                         .await
                 }
@@ -668,38 +671,6 @@ impl Conn {
         }
         self.write_msg().await
     }
-}
-
-/// A chunk being computed on the blocking pool: resolves to the chunk and the iterator.
-type Computing = tokio::task::JoinHandle<(Option<Result<IoList, BoxError>>, ChunkIter)>;
-
-/// Starts computing the next chunk of `it` on the blocking pool.
-fn compute_next(mut it: ChunkIter) -> Computing {
-    tokio::task::spawn_blocking(move || {
-        let item = it.next();
-        (item, it)
-    })
-}
-
-/// Runs a chunk iterator on tokio's blocking pool, one chunk at a time: the next chunk starts
-/// computing when the current one is handed to the connection, so computing overlaps the write,
-/// and no thread ever waits for the socket. A slow reader holds at most one finished chunk in
-/// memory, never a blocking thread (while a thread that waited for the socket per stream let a
-/// few hundred slow readers take the whole pool, and with it static files and SQLite reads).
-/// When the connection drops the stream, at most the chunk in progress is computed for nobody.
-/// A chunk that panics ends the body with an error, so the response is cut, not completed.
-fn offload_iter(it: ChunkIter) -> ChunkStream {
-    Box::pin(futures::stream::unfold(
-        Some(compute_next(it)),
-        |computing| async move {
-            match computing?.await {
-                Ok((Some(Ok(chunk)), it)) => Some((Ok(chunk), Some(compute_next(it)))),
-                Ok((Some(Err(e)), _)) => Some((Err(e), None)),
-                Ok((None, _)) => None,
-                Err(e) => Some((Err(BoxError::from(e)), None)),
-            }
-        },
-    ))
 }
 
 fn reserve(buf: &mut BytesMut, at_least: usize) {

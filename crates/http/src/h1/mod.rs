@@ -2,8 +2,11 @@
 //! framing, [`conn`] runs one connection. `decode` and `encode` are pure (no I/O); only `conn`
 //! touches the socket.
 
+mod chunks;
 mod conn;
 pub(crate) mod decode;
 pub(crate) mod encode;
 
+pub(crate) use chunks::ChunkPool;
+pub use chunks::STREAM_CHUNK_KIND;
 pub(crate) use conn::{Shared, serve_connection};

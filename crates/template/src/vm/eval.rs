@@ -9,9 +9,11 @@ use galleon_iolist::IoList;
 use super::frame::{Frame, Loop, lookup};
 use super::out::{Out, emit};
 use crate::ast::{BinOp, Span, UnOp};
+use crate::builtins::{self, collections};
 use crate::error::{Error, ErrorKind};
+use crate::ops::{describe, equal, to_text};
 use crate::program::{Catalog, Code, CodeKind, Config, Generator, Program};
-use crate::value::{Str, Value};
+use crate::value::{Map, Str, Value};
 
 /// Renders the partial whose first frame is `frame` into `out` until done (`Ok(true)`) or until
 /// `out` holds `pause_at` bytes (`Ok(false)`), spending from `steps`, `depth` partials deep.
@@ -87,6 +89,16 @@ impl<'a> Eval<'a> {
         }
     }
 
+    /// Charges a function's result: a step per 64 bytes of string or per list element built.
+    fn charge(&mut self, v: &Value, span: Span) -> Result<(), Error> {
+        let n = match v {
+            Value::Str(s) => s.len() / BYTES_PER_STEP,
+            Value::List(l) => l.len(),
+            _ => 0,
+        };
+        self.tick(span, n as u64)
+    }
+
     pub(super) fn generator(&mut self, g: &'a Generator) -> Result<Loop, Error> {
         match g {
             Generator::Range(a, b) => {
@@ -107,11 +119,18 @@ impl<'a> Eval<'a> {
                     next: 0,
                 }),
                 Cow::Owned(Value::List(items)) => Ok(Loop::Items { items, next: 0 }),
+                // A map yields its `{key, value}` pairs in key order.
+                m @ (Cow::Borrowed(Value::Map(_)) | Cow::Owned(Value::Map(_))) => {
+                    let items = collections::elements(&m)
+                        .map_err(|e| self.err(ErrorKind::TypeMismatch, c.span, e))?;
+                    self.tick(c.span, items.len() as u64)?;
+                    Ok(Loop::Items { items, next: 0 })
+                }
                 other => Err(self.err(
                     ErrorKind::TypeMismatch,
                     c.span,
                     format!(
-                        "cannot iterate over {} (`for` needs a list or a range)",
+                        "cannot iterate over {} (`for` needs a list, a map or a range)",
                         describe(&other)
                     ),
                 )),
@@ -225,14 +244,14 @@ impl<'a> Eval<'a> {
                             _ => None,
                         })
                     }
-                    (Value::Map(_), Value::Str(k)) => {
+                    (Value::Map(_), Value::Str(k) | Value::Atom(k)) => {
                         let k = k.clone();
                         project(v, |v| match v {
                             Value::Map(m) => m.get(&k.bytes()[..]),
                             _ => None,
                         })
                     }
-                    (Value::Nil, _) => Cow::Borrowed(&NIL),
+                    (Value::Nil, _) | (Value::Map(_), _) => Cow::Borrowed(&NIL),
                     (a, b) => {
                         return Err(self.err(
                             ErrorKind::TypeMismatch,
@@ -282,47 +301,124 @@ impl<'a> Eval<'a> {
                 }
                 Cow::Owned(Value::List(out.into()))
             }
-            CodeKind::Length(inner) => {
-                let v = self.eval(inner)?;
-                let n = match &*v {
-                    Value::List(l) => l.len(),
-                    Value::Map(m) => m.len(),
-                    Value::Str(s) => {
-                        self.tick(c.span, (s.len() / BYTES_PER_STEP) as u64)?;
-                        s.as_str().chars().count()
-                    }
-                    other => {
-                        return Err(self.err(
-                            ErrorKind::TypeMismatch,
-                            c.span,
-                            format!(
-                                "`length` expects a list, map or string, not {}",
-                                describe(other)
-                            ),
-                        ));
-                    }
-                };
-                Cow::Owned(Value::Int(n as i64))
+            CodeKind::Tuple(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for i in items {
+                    out.push(self.eval(i)?.into_owned());
+                }
+                Cow::Owned(Value::Tuple(out.into()))
             }
-            CodeKind::Upcase(inner) | CodeKind::Downcase(inner) => {
-                let v = self.eval(inner)?;
-                let Value::Str(s) = &*v else {
-                    return Err(self.err(
+            CodeKind::Map(entries) => {
+                let mut m = Map::new();
+                for (k, v) in entries {
+                    let key = match &*self.eval(k)? {
+                        Value::Str(s) | Value::Atom(s) => s.clone(),
+                        other => {
+                            return Err(self.err(
+                                ErrorKind::TypeMismatch,
+                                k.span,
+                                format!(
+                                    "map keys must be strings or atoms, not {}",
+                                    describe(other)
+                                ),
+                            ));
+                        }
+                    };
+                    m.insert(key, self.eval(v)?.into_owned());
+                }
+                Cow::Owned(Value::Map(Arc::new(m)))
+            }
+            CodeKind::Interp(parts) => {
+                let mut out = Vec::new();
+                for p in parts {
+                    let v = self.eval(p)?;
+                    to_text(&v, &mut out)
+                        .map_err(|m| self.err(ErrorKind::TypeMismatch, p.span, m))?;
+                }
+                self.tick(c.span, (out.len() / BYTES_PER_STEP) as u64)?;
+                let s = String::from_utf8(out).map_err(|_| {
+                    self.err(
                         ErrorKind::TypeMismatch,
                         c.span,
-                        format!("expected a string, not {}", describe(&v)),
-                    ));
-                };
-                self.tick(c.span, (s.len() / BYTES_PER_STEP) as u64)?;
-                let out = if matches!(c.kind, CodeKind::Upcase(_)) {
-                    s.as_str().to_uppercase()
+                        "the result is not valid UTF-8",
+                    )
+                })?;
+                Cow::Owned(Value::from(s))
+            }
+            CodeKind::If(cond, negate, then, otherwise) => {
+                if self.eval(cond)?.is_truthy() != *negate {
+                    self.eval(then)?
                 } else {
-                    s.as_str().to_lowercase()
+                    match otherwise {
+                        Some(o) => self.eval(o)?,
+                        None => Cow::Borrowed(&NIL),
+                    }
+                }
+            }
+            CodeKind::RangeList(lo, hi) => {
+                let first = self.int(lo, "a range bound")?;
+                let last = self.int(hi, "a range bound")?;
+                // Elixir's `first..last` counts down when first > last.
+                let n = (i128::from(last) - i128::from(first)).unsigned_abs() + 1;
+                self.tick(c.span, u64::try_from(n).unwrap_or(u64::MAX))?;
+                let items: Vec<Value> = if first <= last {
+                    (first..=last).map(Value::Int).collect()
+                } else {
+                    (last..=first).rev().map(Value::Int).collect()
                 };
-                Cow::Owned(Value::from(out))
+                Cow::Owned(Value::List(items.into()))
+            }
+            CodeKind::InRange(x, lo, hi) => {
+                let v = self.eval(x)?.into_owned();
+                let first = self.int(lo, "a range bound")?;
+                let last = self.int(hi, "a range bound")?;
+                let inside = match v {
+                    Value::Int(i) => (first.min(last)..=first.max(last)).contains(&i),
+                    _ => false,
+                };
+                Cow::Owned(Value::Bool(inside))
+            }
+            CodeKind::Builtin(b, args) => {
+                let mut values = Vec::with_capacity(args.len());
+                for a in args {
+                    values.push(self.eval(a)?.into_owned());
+                }
+                let v = builtins::call(*b, values)
+                    .map_err(|m| self.err(ErrorKind::TypeMismatch, c.span, m))?;
+                self.charge(&v, c.span)?;
+                Cow::Owned(v)
+            }
+            CodeKind::Native(i, args) => {
+                let mut values = Vec::with_capacity(args.len());
+                for a in args {
+                    values.push(self.eval(a)?.into_owned());
+                }
+                let f = &self.catalog.functions[*i];
+                let v = (f.call)(&values).map_err(|m| {
+                    self.err(
+                        ErrorKind::Function,
+                        c.span,
+                        format!("{}/{}: {m}", f.name, f.arity),
+                    )
+                })?;
+                self.charge(&v, c.span)?;
+                Cow::Owned(v)
             }
             CodeKind::Raw(inner) => {
                 let v = self.eval(inner)?;
+                if !matches!(
+                    &*v,
+                    Value::Str(_) | Value::Safe(_) | Value::Nil | Value::List(_)
+                ) {
+                    return Err(self.err(
+                        ErrorKind::TypeMismatch,
+                        c.span,
+                        format!(
+                            "`raw` expects a string, safe HTML, a list or nil, not {}",
+                            describe(&v)
+                        ),
+                    ));
+                }
                 let mut html = IoList::new();
                 let mut buf = Vec::new();
                 let mut o = Out {
@@ -415,6 +511,19 @@ impl<'a> Eval<'a> {
         let v = match op {
             BinOp::Eq => Value::Bool(equal(&x, &y)),
             BinOp::Ne => Value::Bool(!equal(&x, &y)),
+            BinOp::StrictEq => Value::Bool(*x == *y),
+            BinOp::StrictNe => Value::Bool(*x != *y),
+            BinOp::In => Value::Bool(
+                collections::member(&x, &y)
+                    .map_err(|m| self.err(ErrorKind::TypeMismatch, span, m))?,
+            ),
+            BinOp::ListConcat => match (&*x, &*y) {
+                (Value::List(p), Value::List(q)) => {
+                    self.tick(span, (p.len() + q.len()) as u64)?;
+                    Value::List(p.iter().chain(q.iter()).cloned().collect())
+                }
+                _ => return Err(mismatch(self)),
+            },
             BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
                 let ord = match (&*x, &*y) {
                     (Value::Int(p), Value::Int(q)) => p.partial_cmp(q),
@@ -489,29 +598,6 @@ fn number(v: &Value) -> Option<f64> {
         Value::Int(i) => Some(*i as f64),
         Value::Float(x) => Some(*x),
         _ => None,
-    }
-}
-
-/// `==` as in Elixir: `1 == 1.0`, structural for lists and maps.
-fn equal(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Int(p), Value::Float(q)) | (Value::Float(q), Value::Int(p)) => *p as f64 == *q,
-        (Value::List(p), Value::List(q)) => {
-            p.len() == q.len() && p.iter().zip(q.iter()).all(|(x, y)| equal(x, y))
-        }
-        _ => a == b,
-    }
-}
-
-/// A value's type, with the value itself when it is short, for error messages.
-fn describe(v: &Value) -> String {
-    match v {
-        Value::Nil => "nil".to_owned(),
-        Value::Bool(b) => format!("the boolean {b}"),
-        Value::Int(i) => format!("the integer {i}"),
-        Value::Float(x) => format!("the float {x:?}"),
-        Value::Str(s) if s.len() <= 20 => format!("the string {s:?}"),
-        other => format!("a {}", other.type_name()),
     }
 }
 

@@ -6,6 +6,7 @@
 mod eval;
 mod frame;
 mod out;
+mod pattern;
 
 use std::sync::Arc;
 
@@ -14,7 +15,8 @@ use smallvec::{SmallVec, smallvec};
 
 use crate::ast::{BinOp, Span};
 use crate::error::{Error, ErrorKind};
-use crate::program::{Catalog, Code, CodeKind, Config, Generator, Instr, Op, Repeat};
+use crate::ops::describe;
+use crate::program::{Catalog, Code, CodeKind, Config, Generator, Instr, Op, Program, Repeat};
 use crate::value::Value;
 use eval::{Eval, step_limit};
 use frame::{Frame, Loop, lookup};
@@ -266,6 +268,31 @@ impl<'c> Vm<'c> {
                             frame.loops.pop();
                         }
                     }
+                    Op::Set { slot, code } => {
+                        let mut ev = eval!(prog, frame, depth);
+                        let v = ev.eval(code)?.into_owned();
+                        if let Some(s) = frame.locals.get_mut(*slot) {
+                            *s = v;
+                        }
+                    }
+                    Op::Match {
+                        pattern,
+                        slot,
+                        fail,
+                        span,
+                    } => {
+                        let v = frame.locals.get(*slot).cloned().unwrap_or_default();
+                        if !pattern::matches(pattern, &v, &mut frame.locals) {
+                            match fail {
+                                Some(target) => frame.pc = *target,
+                                None => return Err(no_match(prog, &v, *span)),
+                            }
+                        }
+                    }
+                    Op::NoClause { slot, span } => {
+                        let v = slot.and_then(|s| frame.locals.get(s));
+                        return Err(no_clause(prog, v, *span));
+                    }
                     Op::Call {
                         partial,
                         args,
@@ -349,10 +376,36 @@ fn fast_cond(frame: &Frame, cond: &Code) -> Option<bool> {
     }
 }
 
+/// The error of a `pattern = value` that did not match. Out of line: the VM's loop stays small.
+#[cold]
+#[inline(never)]
+fn no_match(prog: &Program, v: &Value, span: Span) -> Error {
+    prog.error(
+        ErrorKind::TypeMismatch,
+        span,
+        format!("no match of right hand side value: {}", describe(v)),
+    )
+}
+
+/// The error of a `case` (`v` is its subject) or `cond` (`None`) none of whose clauses applied.
+#[cold]
+#[inline(never)]
+fn no_clause(prog: &Program, v: Option<&Value>, span: Span) -> Error {
+    let message = match v {
+        Some(v) => format!("no `case` clause matches {}", describe(v)),
+        None => "no `cond` clause is truthy".to_owned(),
+    };
+    prog.error(ErrorKind::TypeMismatch, span, message)
+}
+
 /// A span to blame for an op that has none of its own.
 fn op_span(op: &Op) -> Span {
     match op {
-        Op::Output { code, .. } | Op::Exec(code) | Op::Branch { cond: code, .. } => code.span,
+        Op::Output { code, .. }
+        | Op::Exec(code)
+        | Op::Branch { cond: code, .. }
+        | Op::Set { code, .. } => code.span,
+        Op::Match { span, .. } | Op::NoClause { span, .. } => *span,
         Op::ForInit {
             generator: Generator::Items(c) | Generator::Range(c, _),
             ..

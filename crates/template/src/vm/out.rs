@@ -6,6 +6,7 @@ use galleon_iolist::{IoList, escape_html_into, needs_escape};
 
 use std::sync::Arc;
 
+use crate::ops::describe;
 use crate::program::Repeat;
 use crate::scalar::write_scalar;
 use crate::value::Value;
@@ -149,15 +150,38 @@ pub(crate) fn emit(out: &mut Out<'_>, v: &Value, escape: bool) -> Result<(), Str
     match v {
         Value::Nil => {}
         Value::Int(i) => out.copy(itoa::Buffer::new().format(*i).as_bytes()),
-        Value::Str(s) if escape => out.escaped(s.bytes()),
-        Value::Str(s) => out.text(s.bytes()),
+        Value::Str(s) | Value::Atom(s) if escape => out.escaped(s.bytes()),
+        Value::Str(s) | Value::Atom(s) => out.text(s.bytes()),
         Value::Safe(html) => out.html(html),
         Value::Bool(_) | Value::Float(_) => {
             let mut buf = Vec::new();
             write_scalar(v, false, &mut buf);
             out.copy(&buf);
         }
-        Value::List(_) | Value::Map(_) => {
+        Value::List(items) => {
+            // Phoenix's rule for lists (iodata): strings and nested lists in order, safe HTML as
+            // is, integers 0..=255 as bytes.
+            for item in items.iter() {
+                match item {
+                    Value::Int(b @ 0..=255) => {
+                        let b = *b as u8;
+                        if escape {
+                            out.escaped(&Bytes::copy_from_slice(&[b]));
+                        } else {
+                            out.copy(&[b]);
+                        }
+                    }
+                    Value::Str(_) | Value::Safe(_) | Value::List(_) => emit(out, item, escape)?,
+                    other => {
+                        return Err(format!(
+                            "cannot output a list holding {} (lists output strings, safe HTML and bytes)",
+                            describe(other)
+                        ));
+                    }
+                }
+            }
+        }
+        Value::Map(_) | Value::Tuple(_) => {
             return Err(format!(
                 "cannot output a {} (iterate it with `for`, or pick an element)",
                 v.type_name()

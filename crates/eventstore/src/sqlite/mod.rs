@@ -1,5 +1,7 @@
 //! The embedded backend: one SQLite file in WAL mode, one writer thread with group commit,
-//! readers on their own connections.
+//! readers on their own connections. `subscriptions`: persistent subscriptions' rows.
+
+mod subscriptions;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -10,6 +12,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
+use crate::filter::EventFilter;
+use crate::time::Timestamp;
 use crate::types::{AppendResult, Direction, EventData, ExpectedVersion, Json, RecordedEvent};
 
 /// Schema migrations, applied in order; the schema version is the number applied.
@@ -28,6 +32,25 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE streams (
         stream_id TEXT PRIMARY KEY,
         version   INTEGER NOT NULL
+    ) WITHOUT ROWID;",
+    // 2: when each event was recorded (microseconds since the Unix epoch; events stored before
+    // get the time of this upgrade), and the indexes of reads by category and by type. The
+    // category is a virtual column (message-db's rule: the stream id up to its first `-`),
+    // computed by the same expression on insert and in the index, stored only in the index.
+    "ALTER TABLE events ADD COLUMN recorded_at INTEGER NOT NULL DEFAULT 0;
+    UPDATE events SET recorded_at = CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER);
+    ALTER TABLE events ADD COLUMN category TEXT GENERATED ALWAYS AS (
+        CASE WHEN instr(stream_id, '-') > 0 THEN substr(stream_id, 1, instr(stream_id, '-') - 1)
+             ELSE stream_id END) VIRTUAL;
+    CREATE INDEX events_category ON events (category, position);
+    CREATE INDEX events_type ON events (event_type, position);",
+    // 3: persistent subscriptions and their checkpoints (`subscriptions.rs`).
+    "CREATE TABLE subscriptions (
+        name        TEXT    PRIMARY KEY,
+        category    TEXT,
+        event_types TEXT    NOT NULL,
+        checkpoint  INTEGER NOT NULL,
+        created_at  INTEGER NOT NULL
     ) WITHOUT ROWID;",
 ];
 
@@ -99,6 +122,11 @@ fn open_connection(path: &Path) -> Result<Connection> {
 }
 
 fn migrate(conn: &mut Connection) -> Result<()> {
+    migrate_to(conn, MIGRATIONS.len())
+}
+
+/// [`migrate`] up to schema version `target` (tests build older schemas with it).
+fn migrate_to(conn: &mut Connection, target: usize) -> Result<()> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     tx.execute_batch(
         "CREATE TABLE IF NOT EXISTS schema_version (
@@ -118,7 +146,12 @@ fn migrate(conn: &mut Connection) -> Result<()> {
             supported,
         });
     }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+    for (i, sql) in MIGRATIONS
+        .iter()
+        .enumerate()
+        .take(target)
+        .skip(current as usize)
+    {
         tx.execute_batch(sql)?;
         tx.execute(
             "INSERT INTO schema_version (version) VALUES (?1)",
@@ -258,22 +291,97 @@ impl SqliteStore {
         .await
     }
 
+    /// `$all` from `from_position` on that passes `filter`, at most `max`: by the category
+    /// index, or one type index range per event type, merged.
+    pub(crate) async fn read_filtered(
+        &self,
+        from_position: u64,
+        max: usize,
+        filter: &EventFilter,
+    ) -> Result<Vec<RecordedEvent>> {
+        if filter.is_all() {
+            return self.read_all(from_position, max).await;
+        }
+        let filter = filter.clone();
+        self.with_reader(move |conn| {
+            let from = from_position.min(i64::MAX as u64) as i64;
+            let limit = max as i64;
+            let types = filter.event_types();
+            if let Some(category) = filter.category_name() {
+                return if types.is_empty() {
+                    let mut stmt = conn.prepare_cached(SQL_READ_CATEGORY)?;
+                    let rows = stmt.query_map(params![from, limit, category], row_to_event)?;
+                    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+                } else {
+                    let types = serde_json::to_string(types).map_err(|e| {
+                        Error::InvalidInput(format!("event types not encodable: {e}"))
+                    })?;
+                    let mut stmt = conn.prepare_cached(SQL_READ_CATEGORY_TYPES)?;
+                    let rows =
+                        stmt.query_map(params![from, limit, category, types], row_to_event)?;
+                    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+                };
+            }
+            // One ordered index range per type, merged: an `IN` over the index's first column
+            // would collect every match before sorting.
+            let mut stmt = conn.prepare_cached(SQL_READ_TYPE)?;
+            let mut events = Vec::new();
+            for t in types {
+                let rows = stmt.query_map(params![from, limit, t], row_to_event)?;
+                events.extend(rows.collect::<rusqlite::Result<Vec<_>>>()?);
+            }
+            events.sort_unstable_by_key(|e| e.position);
+            events.truncate(max);
+            Ok(events)
+        })
+        .await
+    }
+
+    /// One past the last stored position: everything below it is final (one writer, positions
+    /// are rowids in commit order).
+    pub(crate) async fn head(&self) -> Result<u64> {
+        self.with_reader(|conn| {
+            let head: i64 = conn.query_row(
+                "SELECT COALESCE(MAX(position), 0) + 1 FROM events",
+                [],
+                |r| r.get(0),
+            )?;
+            Ok(head as u64)
+        })
+        .await
+    }
+
     /// A receiver that changes after every commit.
     pub(crate) fn wake(&self) -> watch::Receiver<u64> {
         self.inner.head.subscribe()
     }
 }
 
-const SQL_READ_ALL: &str = "SELECT position, stream_id, version, event_id, event_type, data, metadata \
+const SQL_READ_ALL: &str = "SELECT position, stream_id, version, event_id, event_type, data, metadata, recorded_at \
      FROM events WHERE position >= ?1 ORDER BY position LIMIT ?2";
 
-const SQL_READ_FORWARD: &str = "SELECT position, stream_id, version, event_id, event_type, data, metadata \
+const SQL_READ_FORWARD: &str = "SELECT position, stream_id, version, event_id, event_type, data, metadata, recorded_at \
      FROM events WHERE stream_id = ?1 AND version >= ?2 ORDER BY version LIMIT ?3";
 
-const SQL_READ_BACKWARD: &str = "SELECT position, stream_id, version, event_id, event_type, data, metadata \
+const SQL_READ_BACKWARD: &str = "SELECT position, stream_id, version, event_id, event_type, data, metadata, recorded_at \
      FROM events WHERE stream_id = ?1 AND version <= ?2 ORDER BY version DESC LIMIT ?3";
 
-/// Decodes one row of `position, stream_id, version, event_id, event_type, data, metadata`.
+/// ?1 from, ?2 limit, ?3 category: one range of `events_category`.
+const SQL_READ_CATEGORY: &str = "SELECT position, stream_id, version, event_id, event_type, data, metadata, recorded_at \
+     FROM events WHERE category = ?3 AND position >= ?1 ORDER BY position LIMIT ?2";
+
+/// As [`SQL_READ_CATEGORY`], keeping the types of the JSON array ?4.
+const SQL_READ_CATEGORY_TYPES: &str = "SELECT position, stream_id, version, event_id, event_type, data, metadata, recorded_at \
+     FROM events INDEXED BY events_category \
+     WHERE category = ?3 AND position >= ?1 AND event_type IN (SELECT value FROM json_each(?4)) \
+     ORDER BY position LIMIT ?2";
+
+/// ?1 from, ?2 limit, ?3 one event type: one range of `events_type`.
+const SQL_READ_TYPE: &str = "SELECT position, stream_id, version, event_id, event_type, data, metadata, recorded_at \
+     FROM events WHERE event_type = ?3 AND position >= ?1 ORDER BY position LIMIT ?2";
+
+/// Decodes one row of `position, stream_id, version, event_id, event_type, data, metadata,
+/// recorded_at`.
 /// JSON columns are trusted: only checked [`Json`] text is ever written to them.
 fn row_to_event(row: &rusqlite::Row<'_>) -> rusqlite::Result<RecordedEvent> {
     let position: i64 = row.get(0)?;
@@ -287,6 +395,7 @@ fn row_to_event(row: &rusqlite::Row<'_>) -> rusqlite::Result<RecordedEvent> {
         event_type: row.get(4)?,
         data: Json::trusted(row.get(5)?),
         metadata: Json::trusted(row.get(6)?),
+        recorded_at: Timestamp::from_micros(row.get(7)?),
     })
 }
 
@@ -307,10 +416,11 @@ fn writer_loop(
             }
         }
         let mut results: Vec<Result<AppendResult>> = Vec::with_capacity(group.len());
+        let recorded_at = Timestamp::now().as_micros();
         let outcome = (|| -> rusqlite::Result<()> {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             for req in &group {
-                results.push(append_in_savepoint(&tx, req));
+                results.push(append_in_savepoint(&tx, req, recorded_at));
             }
             tx.commit()
         })();
@@ -354,9 +464,13 @@ fn clone_sqlite_error(e: &rusqlite::Error) -> Error {
     }
 }
 
-fn append_in_savepoint(tx: &rusqlite::Transaction<'_>, req: &WriteRequest) -> Result<AppendResult> {
+fn append_in_savepoint(
+    tx: &rusqlite::Transaction<'_>,
+    req: &WriteRequest,
+    recorded_at: i64,
+) -> Result<AppendResult> {
     tx.execute_batch("SAVEPOINT append")?;
-    let res = append_one(tx, req);
+    let res = append_one(tx, req, recorded_at);
     match &res {
         Ok(_) => tx.execute_batch("RELEASE append")?,
         Err(_) => tx.execute_batch("ROLLBACK TO append; RELEASE append")?,
@@ -364,7 +478,11 @@ fn append_in_savepoint(tx: &rusqlite::Transaction<'_>, req: &WriteRequest) -> Re
     res
 }
 
-fn append_one(tx: &rusqlite::Transaction<'_>, req: &WriteRequest) -> Result<AppendResult> {
+fn append_one(
+    tx: &rusqlite::Transaction<'_>,
+    req: &WriteRequest,
+    recorded_at: i64,
+) -> Result<AppendResult> {
     let n = req.events.len() as u64;
     // Idempotent retry: the first id is already stored.
     let mut by_id =
@@ -416,7 +534,8 @@ fn append_one(tx: &rusqlite::Transaction<'_>, req: &WriteRequest) -> Result<Appe
     }
     let first_version = actual.map_or(0, |v| v + 1);
     let mut insert = tx.prepare_cached(
-        "INSERT INTO events (stream_id, version, event_id, event_type, data, metadata) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO events (stream_id, version, event_id, event_type, data, metadata, recorded_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?;
     let mut first_position = 0;
     for (i, e) in req.events.iter().enumerate() {
@@ -427,7 +546,8 @@ fn append_one(tx: &rusqlite::Transaction<'_>, req: &WriteRequest) -> Result<Appe
             e.id.as_bytes(),
             e.event_type,
             e.data.get(),
-            e.metadata.get()
+            e.metadata.get(),
+            recorded_at
         ]);
         match r {
             Ok(_) => {}
@@ -454,4 +574,53 @@ fn append_one(tx: &rusqlite::Transaction<'_>, req: &WriteRequest) -> Result<Appe
         first_position,
         last_position: first_position + n - 1,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::EventFilter;
+
+    /// A version-1 file holding events is upgraded in place: old events read back the time of
+    /// the upgrade, and reads by category and type find old and new events alike.
+    #[tokio::test]
+    async fn upgrades_a_version_1_file_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.db");
+        {
+            let mut conn = open_connection(&path).unwrap();
+            migrate_to(&mut conn, 1).unwrap();
+            for (i, stream) in ["acct-1", "acct-1", "other-1"].iter().enumerate() {
+                conn.execute(
+                    "INSERT INTO events (stream_id, version, event_id, event_type, data, metadata) \
+                     VALUES (?1, ?2, ?3, 'Old', '{}', '{}')",
+                    params![stream, i as i64 % 2, Uuid::now_v7().as_bytes()],
+                )
+                .unwrap();
+            }
+        }
+        // SQLite's clock has millisecond precision: allow for rounding down.
+        let before = Timestamp::from_micros(Timestamp::now().as_micros() - 1_000);
+        let store = SqliteStore::open(path).await.unwrap();
+        let upgraded = Timestamp::now();
+        let acct = store
+            .read_filtered(0, 10, &EventFilter::category("acct").unwrap())
+            .await
+            .unwrap();
+        assert_eq!(acct.len(), 2);
+        let all = store.read_all(0, 10).await.unwrap();
+        assert_eq!(all.len(), 3);
+        for e in &all {
+            assert!(
+                before <= e.recorded_at && e.recorded_at <= upgraded,
+                "{} not in {before}..={upgraded}",
+                e.recorded_at
+            );
+        }
+        let typed = store
+            .read_filtered(0, 10, &EventFilter::all().with_types(["Old"]).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(typed.len(), 3);
+    }
 }

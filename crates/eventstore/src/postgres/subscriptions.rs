@@ -1,0 +1,101 @@
+//! Persistent subscriptions on PostgreSQL: one row each in `subscriptions`, one statement per
+//! operation on a pooled connection (an ack is one `UPDATE ... GREATEST`, committed when it
+//! returns).
+
+use super::PgStore;
+use super::read::{discard_if_broken, is_broken};
+use crate::error::{Error, Result};
+use crate::filter::EventFilter;
+use crate::time::Timestamp;
+use crate::types::SubscriptionInfo;
+
+const SQL_CREATE: &str = "INSERT INTO subscriptions (name, category, event_types, checkpoint) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING";
+const SQL_GET: &str =
+    "SELECT name, category, event_types, checkpoint, created_at FROM subscriptions WHERE name = $1";
+const SQL_LIST: &str =
+    "SELECT name, category, event_types, checkpoint, created_at FROM subscriptions ORDER BY name";
+const SQL_DELETE: &str = "DELETE FROM subscriptions WHERE name = $1 RETURNING 1";
+const SQL_ACK: &str = "UPDATE subscriptions SET checkpoint = GREATEST(checkpoint, $2) \
+     WHERE name = $1 RETURNING checkpoint";
+
+fn info(row: &tokio_postgres::Row) -> Result<SubscriptionInfo> {
+    let name: String = row.try_get(0)?;
+    let category: Option<String> = row.try_get(1)?;
+    let types: Vec<String> = row.try_get(2)?;
+    let checkpoint: i64 = row.try_get(3)?;
+    let created: std::time::SystemTime = row.try_get(4)?;
+    let filter = match category {
+        Some(c) => EventFilter::category(c),
+        None => Ok(EventFilter::all()),
+    }
+    .and_then(|f| f.with_types(types))
+    .map_err(|e| Error::Corrupt(format!("subscription {name:?}: {e}")))?;
+    Ok(SubscriptionInfo {
+        name,
+        filter,
+        checkpoint: checkpoint as u64,
+        created_at: Timestamp::from(created),
+    })
+}
+
+impl PgStore {
+    async fn run(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>> {
+        let client = self.inner.pool.get().await?;
+        let result = match client.prepare_cached(sql).await {
+            Ok(stmt) => client.query(&stmt, params).await,
+            Err(e) => Err(e),
+        };
+        result.map_err(|e| {
+            if is_broken(&e) {
+                discard_if_broken(client, &e);
+            }
+            e.into()
+        })
+    }
+
+    /// Inserts the subscription unless one of that name exists.
+    pub(crate) async fn create_subscription(
+        &self,
+        name: &str,
+        from: u64,
+        filter: &EventFilter,
+    ) -> Result<()> {
+        let category = filter.category_name();
+        let types = filter.event_types();
+        self.run(SQL_CREATE, &[&name, &category, &types, &(from as i64)])
+            .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn get_subscription(&self, name: &str) -> Result<Option<SubscriptionInfo>> {
+        self.run(SQL_GET, &[&name])
+            .await?
+            .first()
+            .map(info)
+            .transpose()
+    }
+
+    pub(crate) async fn list_subscriptions(&self) -> Result<Vec<SubscriptionInfo>> {
+        self.run(SQL_LIST, &[]).await?.iter().map(info).collect()
+    }
+
+    pub(crate) async fn delete_subscription(&self, name: &str) -> Result<bool> {
+        Ok(!self.run(SQL_DELETE, &[&name]).await?.is_empty())
+    }
+
+    /// Moves the checkpoint forward to `checkpoint` (never back); `None` when there is no such
+    /// subscription.
+    pub(crate) async fn ack_subscription(
+        &self,
+        name: &str,
+        checkpoint: u64,
+    ) -> Result<Option<u64>> {
+        let rows = self.run(SQL_ACK, &[&name, &(checkpoint as i64)]).await?;
+        Ok(rows.first().map(|r| r.get::<_, i64>(0) as u64))
+    }
+}

@@ -1,0 +1,130 @@
+//! Persistent subscriptions on SQLite: one row each in `subscriptions` (types as a JSON array),
+//! written on a pooled connection, outside the events writer: an ack waits for the write lock
+//! like any writer (`busy_timeout`), and is on disk when it returns (`synchronous=FULL`).
+
+use rusqlite::{OptionalExtension, params};
+
+use super::SqliteStore;
+use crate::error::{Error, Result};
+use crate::filter::EventFilter;
+use crate::time::Timestamp;
+use crate::types::SubscriptionInfo;
+
+const SQL_GET: &str = "SELECT name, category, event_types, checkpoint, created_at \
+     FROM subscriptions WHERE name = ?1";
+const SQL_LIST: &str = "SELECT name, category, event_types, checkpoint, created_at \
+     FROM subscriptions ORDER BY name";
+
+fn row_to_info(
+    row: &rusqlite::Row<'_>,
+) -> rusqlite::Result<(String, Option<String>, String, i64, i64)> {
+    Ok((
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+    ))
+}
+
+fn info(
+    (name, category, types, checkpoint, created): (String, Option<String>, String, i64, i64),
+) -> Result<SubscriptionInfo> {
+    let types: Vec<String> = serde_json::from_str(&types)
+        .map_err(|e| Error::Corrupt(format!("subscription {name:?}: event types: {e}")))?;
+    let filter = match category {
+        Some(c) => EventFilter::category(c),
+        None => Ok(EventFilter::all()),
+    }
+    .and_then(|f| f.with_types(types))
+    .map_err(|e| Error::Corrupt(format!("subscription {name:?}: {e}")))?;
+    Ok(SubscriptionInfo {
+        name,
+        filter,
+        checkpoint: checkpoint as u64,
+        created_at: Timestamp::from_micros(created),
+    })
+}
+
+impl SqliteStore {
+    /// Inserts the subscription unless one of that name exists.
+    pub(crate) async fn create_subscription(
+        &self,
+        name: &str,
+        from: u64,
+        filter: &EventFilter,
+    ) -> Result<()> {
+        let name = name.to_owned();
+        let category = filter.category_name().map(str::to_owned);
+        let types = serde_json::to_string(filter.event_types())
+            .map_err(|e| Error::InvalidInput(format!("event types not encodable: {e}")))?;
+        self.with_reader(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO subscriptions (name, category, event_types, checkpoint, created_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (name) DO NOTHING",
+            )?
+            .execute(params![
+                name,
+                category,
+                types,
+                from as i64,
+                Timestamp::now().as_micros()
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub(crate) async fn get_subscription(&self, name: &str) -> Result<Option<SubscriptionInfo>> {
+        let name = name.to_owned();
+        self.with_reader(move |conn| {
+            let row = conn
+                .prepare_cached(SQL_GET)?
+                .query_row([&name], row_to_info)
+                .optional()?;
+            row.map(info).transpose()
+        })
+        .await
+    }
+
+    pub(crate) async fn list_subscriptions(&self) -> Result<Vec<SubscriptionInfo>> {
+        self.with_reader(|conn| {
+            let mut stmt = conn.prepare_cached(SQL_LIST)?;
+            let rows = stmt.query_map([], row_to_info)?;
+            rows.map(|r| info(r?)).collect()
+        })
+        .await
+    }
+
+    pub(crate) async fn delete_subscription(&self, name: &str) -> Result<bool> {
+        let name = name.to_owned();
+        self.with_reader(move |conn| {
+            let n = conn
+                .prepare_cached("DELETE FROM subscriptions WHERE name = ?1")?
+                .execute([&name])?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    /// Moves the checkpoint forward to `checkpoint` (never back); `None` when there is no such
+    /// subscription.
+    pub(crate) async fn ack_subscription(
+        &self,
+        name: &str,
+        checkpoint: u64,
+    ) -> Result<Option<u64>> {
+        let name = name.to_owned();
+        self.with_reader(move |conn| {
+            let stored: Option<i64> = conn
+                .prepare_cached(
+                    "UPDATE subscriptions SET checkpoint = MAX(checkpoint, ?2) WHERE name = ?1 \
+                     RETURNING checkpoint",
+                )?
+                .query_row(params![name, checkpoint as i64], |r| r.get(0))
+                .optional()?;
+            Ok(stored.map(|c| c as u64))
+        })
+        .await
+    }
+}

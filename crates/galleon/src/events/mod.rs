@@ -1,0 +1,358 @@
+//! The event store in `galleon serve`: opens the [`Store`] named by `--events` and mounts its
+//! HTTP API ([`galleon_eventstore::api`]) on the router.
+//!
+//! | route                                           | what                                         |
+//! |-------------------------------------------------|----------------------------------------------|
+//! | `POST /streams/{id}` (`ES-Expected-Version`)    | append: 201 positions, 409 conflict, 400, 413 |
+//! | `GET /streams/{id}?from=&limit=&direction=`     | read one stream forward or backward          |
+//! | `GET /all?from=&limit=&category=&type=`         | read `$all` in position order, filtered      |
+//! | `GET /categories/{c}?from=&limit=&type=`        | read the streams `c` and `c-...`             |
+//! | `GET /all/subscribe?from=&category=&type=` (or `Last-Event-ID`) | live, as server-sent events  |
+//! | `PUT`/`GET`/`DELETE /subscriptions/{name}`, `GET /subscriptions` | persistent subscriptions    |
+//! | `GET /subscriptions/{name}/events`, `POST /subscriptions/{name}/ack` | consume, acknowledge    |
+//!
+//! Each request/response route decodes its parameters once and calls its [`api`] function,
+//! whose status, content type and JSON body become the [`Response`]. A subscription is a
+//! [`Store::subscribe`] turned into a streamed body (`sse.rs`): one chunk per batch of ready
+//! events ([`api::sse_frame`] each), a comment line every [`DEFAULT_KEEP_ALIVE`] of silence. The server drops the stream (and with it the
+//! subscription) as soon as the client closes its socket, and ends it at shutdown.
+
+mod http;
+mod sse;
+
+use std::time::Duration;
+
+use galleon_eventstore::{OpenOptions, Store, api};
+use galleon_http::{Method, Request, Response, Router};
+
+use http::{
+    LAST_EVENT_ID_HEADER, bad_name, bad_stream_id, borrowed, header, into_response, path_param,
+    query_pairs, stream_param,
+};
+use sse::sse_response;
+
+/// `--events` when neither the flag nor `GALLEON_EVENTS` is given: an SQLite file under the
+/// working directory, created (with its directory) on first start.
+pub(crate) const DEFAULT_EVENTS_URL: &str = "sqlite:./data/events.db";
+
+/// The `--events` value that serves no event store (the routes are not mounted).
+pub(crate) const EVENTS_OFF: &str = "off";
+
+/// Default `--events-keep-alive`: a comment line after 15 s without an event. Proxies cut idle
+/// responses after 60 s (nginx `proxy_read_timeout`, AWS ALB's idle timeout) or 100 s
+/// (Cloudflare); 15 s stays well under all of them, at 15 bytes per quarter minute.
+pub(crate) const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// Longest wait for the store to open (connect, create or migrate the schema) before startup
+/// fails. A backstop for an address that drops packets, where a TCP connect would otherwise
+/// hang for minutes; generous, because a migration of a large database may take a while. Add
+/// `connect_timeout=SECS` to a PostgreSQL URL for a quicker verdict.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The event-store part of `galleon serve`'s configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct EventsConfig {
+    /// `sqlite:PATH`, `postgres://...` or [`EVENTS_OFF`].
+    pub(crate) url: String,
+    /// PostgreSQL only: the schema holding the tables, created when missing.
+    pub(crate) schema: Option<String>,
+    /// Silence after which a subscription sends a keep-alive comment.
+    pub(crate) keep_alive: Duration,
+}
+
+/// Opens the store `config` names; `None` when it is [`EVENTS_OFF`]. Errors name the URL
+/// (password hidden) and say what went wrong.
+pub(crate) async fn open(config: &EventsConfig) -> anyhow::Result<Option<Store>> {
+    if config.url == EVENTS_OFF {
+        anyhow::ensure!(
+            config.schema.is_none(),
+            "--events-schema needs an event store, but --events is off"
+        );
+        return Ok(None);
+    }
+    anyhow::ensure!(
+        !config.url.trim().is_empty(),
+        "--events (or GALLEON_EVENTS) is empty: give sqlite:PATH, postgres://... or {EVENTS_OFF}"
+    );
+    let shown = redact(&config.url);
+    let is_pg = config.url.starts_with("postgres://") || config.url.starts_with("postgresql://");
+    anyhow::ensure!(
+        config.schema.is_none() || is_pg,
+        "--events-schema applies to PostgreSQL only, but --events is {shown}"
+    );
+    let options = OpenOptions {
+        pg_schema: config.schema.clone(),
+        pg_application_name: Some("galleon".to_owned()),
+        ..OpenOptions::default()
+    };
+    let store = tokio::time::timeout(OPEN_TIMEOUT, Store::open_with(&config.url, options))
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "opening the event store {shown}: no answer within {}s",
+                OPEN_TIMEOUT.as_secs()
+            )
+        })?
+        .map_err(|e| match e {
+            // Its message repeats the URL verbatim, password included.
+            galleon_eventstore::Error::InvalidUrl { reason, .. } => {
+                anyhow::anyhow!("opening the event store {shown}: invalid URL: {reason}")
+            }
+            e => anyhow::Error::new(e).context(format!("opening the event store {shown}")),
+        })?;
+    Ok(Some(store))
+}
+
+/// `url` with any password replaced by `***`, for messages and logs.
+pub(crate) fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    // userinfo is everything before the last `@` of the authority.
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{user}:***@{host}"),
+            None => format!("{userinfo}@{host}"),
+        },
+        None => authority.to_owned(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some(("password", _)) => "password=***".to_owned(),
+                    _ => pair.to_owned(),
+                })
+                .collect();
+            format!("{path}?{}", query.join("&"))
+        }
+        None => tail.to_owned(),
+    };
+    format!("{scheme}://{authority}{tail}")
+}
+
+/// Adds the event-store routes to `router`: each decodes its parameters once (the router the
+/// path parameters, [`query_pairs`] the query) and calls its [`api`] function.
+pub(crate) fn mount(
+    router: Router,
+    store: Store,
+    keep_alive: Duration,
+    limits: api::ApiLimits,
+) -> Router {
+    let s = store.clone();
+    let router = router
+        .post("/streams/{id}", move |req: Request| {
+            let store = s.clone();
+            async move {
+                let stream = match stream_param(&req) {
+                    Ok(s) => s,
+                    Err(resp) => return *resp,
+                };
+                let expected = match header(&req, api::EXPECTED_VERSION_HEADER) {
+                    Ok(v) => v,
+                    Err(resp) => return *resp,
+                };
+                into_response(api::append(&store, &limits, stream, expected, req.body()).await)
+            }
+        })
+        .on_bad_escape(bad_stream_id);
+    let s = store.clone();
+    let router = router
+        .get("/streams/{id}", move |req: Request| {
+            let store = s.clone();
+            async move {
+                let stream = match stream_param(&req) {
+                    Ok(s) => s,
+                    Err(resp) => return *resp,
+                };
+                match query_pairs(&req) {
+                    Ok(q) => into_response(
+                        api::read_stream(&store, &limits, stream, &borrowed(&q)).await,
+                    ),
+                    Err(resp) => *resp,
+                }
+            }
+        })
+        .on_bad_escape(bad_stream_id);
+    let s = store.clone();
+    let router = router.get("/all", move |req: Request| {
+        let store = s.clone();
+        async move {
+            match query_pairs(&req) {
+                Ok(q) => into_response(api::read_all(&store, &limits, &borrowed(&q)).await),
+                Err(resp) => *resp,
+            }
+        }
+    });
+    let s = store.clone();
+    let router = router
+        .get("/categories/{category}", move |req: Request| {
+            let store = s.clone();
+            async move {
+                let category = match path_param(&req, "category") {
+                    Ok(c) => c,
+                    Err(resp) => return *resp,
+                };
+                match query_pairs(&req) {
+                    Ok(q) => into_response(
+                        api::read_category(&store, &limits, category, &borrowed(&q)).await,
+                    ),
+                    Err(resp) => *resp,
+                }
+            }
+        })
+        .on_bad_escape(bad_name);
+    let s = store.clone();
+    let router = router.get("/all/subscribe", move |req: Request| {
+        let store = s.clone();
+        async move { subscribe(&store, &req, keep_alive) }
+    });
+    mount_persistent(router, store, keep_alive)
+}
+
+/// The persistent-subscription routes: create, list, inspect, delete, consume, acknowledge.
+fn mount_persistent(router: Router, store: Store, keep_alive: Duration) -> Router {
+    let s = store.clone();
+    let router = router.get("/subscriptions", move |_req: Request| {
+        let store = s.clone();
+        async move { into_response(api::list_subscriptions(&store).await) }
+    });
+    let s = store.clone();
+    let router = router
+        .route(Method::Put, "/subscriptions/{name}", move |req: Request| {
+            let store = s.clone();
+            async move {
+                match path_param(&req, "name") {
+                    Ok(name) => {
+                        into_response(api::create_subscription(&store, name, req.body()).await)
+                    }
+                    Err(resp) => *resp,
+                }
+            }
+        })
+        .on_bad_escape(bad_name);
+    let s = store.clone();
+    let router = router
+        .get("/subscriptions/{name}", move |req: Request| {
+            let store = s.clone();
+            async move {
+                match path_param(&req, "name") {
+                    Ok(name) => into_response(api::subscription_info(&store, name).await),
+                    Err(resp) => *resp,
+                }
+            }
+        })
+        .on_bad_escape(bad_name);
+    let s = store.clone();
+    let router = router
+        .route(
+            Method::Delete,
+            "/subscriptions/{name}",
+            move |req: Request| {
+                let store = s.clone();
+                async move {
+                    match path_param(&req, "name") {
+                        Ok(name) => into_response(api::delete_subscription(&store, name).await),
+                        Err(resp) => *resp,
+                    }
+                }
+            },
+        )
+        .on_bad_escape(bad_name);
+    let s = store.clone();
+    let router = router
+        .post("/subscriptions/{name}/ack", move |req: Request| {
+            let store = s.clone();
+            async move {
+                match path_param(&req, "name") {
+                    Ok(name) => into_response(api::ack(&store, name, req.body()).await),
+                    Err(resp) => *resp,
+                }
+            }
+        })
+        .on_bad_escape(bad_name);
+    router
+        .get("/subscriptions/{name}/events", move |req: Request| {
+            let store = store.clone();
+            async move { consume(&store, &req, keep_alive).await }
+        })
+        .on_bad_escape(bad_name)
+}
+
+/// `GET /all/subscribe`: `$all` (or the events a `category=`/`type=` filter keeps) from the
+/// requested position on, as server-sent events.
+fn subscribe(store: &Store, req: &Request, keep_alive: Duration) -> Response {
+    let last_event_id = match header(req, LAST_EVENT_ID_HEADER) {
+        Ok(v) => v,
+        Err(resp) => return *resp,
+    };
+    let query = match query_pairs(req) {
+        Ok(q) => q,
+        Err(resp) => return *resp,
+    };
+    let (from, filter) = match api::subscribe_query(&borrowed(&query), last_event_id) {
+        Ok(q) => q,
+        Err(resp) => return into_response(resp),
+    };
+    sse_response(
+        store.subscribe(from, filter),
+        format!("galleon $all from position {from}"),
+        keep_alive,
+    )
+}
+
+/// `GET /subscriptions/{name}/events`: the persistent subscription's events from its checkpoint
+/// (or past `Last-Event-ID`), as server-sent events; the client acknowledges with
+/// `POST /subscriptions/{name}/ack`.
+async fn consume(store: &Store, req: &Request, keep_alive: Duration) -> Response {
+    let name = match path_param(req, "name") {
+        Ok(n) => n,
+        Err(resp) => return *resp,
+    };
+    let last_event_id = match header(req, LAST_EVENT_ID_HEADER) {
+        Ok(v) => v,
+        Err(resp) => return *resp,
+    };
+    let (info, from) = match api::consume_from(store, name, last_event_id).await {
+        Ok(x) => x,
+        Err(resp) => return into_response(resp),
+    };
+    sse_response(
+        store.subscribe(from, info.filter),
+        format!("galleon subscription {name} from position {from}"),
+        keep_alive,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted() {
+        for (url, shown) in [
+            ("sqlite:./data/events.db", "sqlite:./data/events.db"),
+            (
+                "postgres://postgres@127.0.0.1:5432/test",
+                "postgres://postgres@127.0.0.1:5432/test",
+            ),
+            (
+                "postgres://me:s3cr3t@db:5432/events",
+                "postgres://me:***@db:5432/events",
+            ),
+            (
+                "postgresql://me:p@ss@db/events?sslmode=disable",
+                "postgresql://me:***@db/events?sslmode=disable",
+            ),
+            (
+                "postgres://db/events?user=me&password=s3cr3t",
+                "postgres://db/events?user=me&password=***",
+            ),
+        ] {
+            assert_eq!(redact(url), shown, "{url}");
+        }
+    }
+}

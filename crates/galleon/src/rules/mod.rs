@@ -1,0 +1,327 @@
+//! The rules example of seed 003 (issue 15): 5,000 rules of 27 fields that every request reads,
+//! replaced while serving.
+//!
+//! - `GET /rules/match?field=value&...`: the matching rules as JSON (`set.rs` has the matching
+//!   and coercion rules), `_limit=N` for at most N of them (default and most:
+//!   `--rules-max-results`); an unknown field or a value not of its field's type is 400 with a
+//!   JSON error. The header `x-galleon-rules-version` names the version that answered.
+//! - `GET /rules`: the version, revision, rule count and fields.
+//! - `POST /rules/reload`: reloads now, for loopback peers only (403 otherwise): 200 with the new
+//!   version, or 422 with the located error while the old version goes on serving.
+//! - The file is also reloaded when it changes (polled every `--rules-poll-ms`) and on SIGHUP.
+//!
+//! `--rules-mode` picks how a request reaches the rules, for the comparison the seed made:
+//! `shared` takes a snapshot of the one published version (a pointer, no lock, no copy); `copy`
+//! deep-copies the whole set for every request and matches on the copy (what the Elixir Agent
+//! did); `pool` keeps a deep copy per worker thread, copied again when the version changes (the
+//! seed's fix, a pool of workers each holding the rules). All three answer with the same bytes.
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use galleon_http::{
+    Request, Response, Router, StatusCode, percent_decode, split_query, sync_handler,
+};
+use galleon_state::{Reloader, Shared, Watch};
+
+pub(crate) mod bench;
+pub(crate) mod generate;
+mod set;
+
+use set::{RuleSet, SetLimits};
+
+/// Header naming the version (1, 2, ... per reload) that produced a response.
+pub(crate) const VERSION_HEADER: &str = "x-galleon-rules-version";
+
+/// Default `--rules-max-results`: rules listed in one response at most.
+pub(crate) const DEFAULT_MAX_RESULTS: usize = 1000;
+
+/// Largest `--rules-max-results`: every rule of the largest set.
+const MAX_MAX_RESULTS: usize = 10_000_000;
+
+/// Default `--rules-max-bytes`: 64 MiB, sixteen times the seed's 4 MB of rules.
+pub(crate) const DEFAULT_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Largest `--rules-max-bytes`: 1 GiB (rule offsets are 32-bit; a file is held twice while it
+/// is parsed).
+const MAX_MAX_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// Default `--rules-max-rules`.
+pub(crate) const DEFAULT_MAX_RULES: usize = generate::MAX_COUNT;
+
+/// Default `--rules-poll-ms`: how often the file is checked for a change.
+pub(crate) const DEFAULT_POLL_MS: u64 = 500;
+
+/// How a request reaches the rules (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Mode {
+    /// A snapshot of the one shared version: no lock, no copy.
+    Shared,
+    /// A deep copy of the whole set per request (the Elixir Agent pattern).
+    Copy,
+    /// A deep copy per worker thread, refreshed when the version changes (the seed's pool).
+    Pool,
+}
+
+/// The rules flags of `galleon serve`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RulesArgs {
+    /// The rule set served at /rules/match (generate one with `galleon gen-rules`). Default:
+    /// SITE/data/rules.json when it exists (the routes are left out when it does not).
+    #[arg(long = "rules", value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// How requests reach the rules: shared (a snapshot), copy (a deep copy per request) or
+    /// pool (a deep copy per worker thread).
+    #[arg(long, value_enum, default_value_t = Mode::Shared)]
+    rules_mode: Mode,
+    /// Most rules one /rules/match response lists (`_limit=` may ask for fewer).
+    #[arg(long, default_value_t = DEFAULT_MAX_RESULTS, value_name = "N")]
+    rules_max_results: usize,
+    /// Largest rules file read, in bytes (a larger one is refused like a malformed one).
+    #[arg(long, default_value_t = DEFAULT_MAX_BYTES, value_name = "BYTES")]
+    rules_max_bytes: u64,
+    /// Most rules a rules file may hold.
+    #[arg(long, default_value_t = DEFAULT_MAX_RULES, value_name = "N")]
+    rules_max_rules: usize,
+    /// Milliseconds between checks of the rules file for a change; 0 checks never (reload with
+    /// SIGHUP or POST /rules/reload).
+    #[arg(long, default_value_t = DEFAULT_POLL_MS, value_name = "MS")]
+    rules_poll_ms: u64,
+}
+
+/// What keeps the rules' reloading alive: drop it to stop the file polling.
+#[derive(Debug)]
+pub(crate) struct Running {
+    _watch: Option<Watch>,
+}
+
+/// Loads the rules and mounts their routes on `router`, with reloading on change, SIGHUP and
+/// `POST /rules/reload`. Must run inside the tokio runtime (for SIGHUP). A rules file given with
+/// `--rules` must load; the default one may be missing (then no rules routes).
+pub(crate) fn mount(
+    router: Router,
+    site: &Path,
+    args: &RulesArgs,
+) -> anyhow::Result<(Router, Running)> {
+    let none = Running { _watch: None };
+    let path = match &args.file {
+        Some(p) => p.clone(),
+        None => {
+            let p = site.join("data").join("rules.json");
+            if !p.exists() {
+                return Ok((router, none));
+            }
+            p
+        }
+    };
+    anyhow::ensure!(
+        (1..=MAX_MAX_RESULTS).contains(&args.rules_max_results),
+        "--rules-max-results {}: expected 1 to {MAX_MAX_RESULTS}",
+        args.rules_max_results
+    );
+    anyhow::ensure!(
+        (1..=MAX_MAX_BYTES).contains(&args.rules_max_bytes),
+        "--rules-max-bytes {}: expected 1 to {MAX_MAX_BYTES}",
+        args.rules_max_bytes
+    );
+    anyhow::ensure!(
+        (1..=MAX_MAX_RESULTS).contains(&args.rules_max_rules),
+        "--rules-max-rules {}: expected 1 to {MAX_MAX_RESULTS}",
+        args.rules_max_rules
+    );
+    anyhow::ensure!(
+        args.rules_poll_ms == 0 || (10..=3_600_000).contains(&args.rules_poll_ms),
+        "--rules-poll-ms {}: expected 0 (off) or 10 to 3600000",
+        args.rules_poll_ms
+    );
+    let limits = SetLimits {
+        max_rules: args.rules_max_rules,
+    };
+    let reloader = Reloader::load_limited(&path, args.rules_max_bytes, move |p, b| {
+        RuleSet::parse(p, b, limits).map_err(Into::into)
+    })
+    .with_context(|| format!("loading the rules in {}", path.display()))?;
+    let watch = match args.rules_poll_ms {
+        0 => None,
+        ms => Some(reloader.watch(Duration::from_millis(ms))?),
+    };
+    let on_hup = reloader.clone();
+    galleon_state::on_sighup(move || {
+        let _ = on_hup.reload();
+    })
+    .context("installing the SIGHUP handler")?;
+    {
+        let set = reloader.shared().snapshot();
+        eprintln!(
+            "galleon: rules {} ({} rules, revision {}, mode {:?})",
+            path.display(),
+            set.len(),
+            set.revision(),
+            args.rules_mode
+        );
+    }
+
+    let shared = reloader.shared().clone();
+    let (mode, max) = (args.rules_mode, args.rules_max_results);
+    let router = router
+        .get(
+            "/rules/match",
+            sync_handler(move |req: Request| match mode {
+                Mode::Shared => {
+                    let snap = shared.snapshot();
+                    answer(&snap, snap.version(), &req, max)
+                }
+                Mode::Copy => {
+                    let (copy, version) = {
+                        let snap = shared.snapshot();
+                        (snap.deep_clone(), snap.version())
+                    };
+                    answer(&copy, version, &req, max)
+                }
+                Mode::Pool => {
+                    with_pool_copy(&shared, |set, version| answer(set, version, &req, max))
+                }
+            }),
+        )
+        .get("/rules", {
+            let shared = reloader.shared().clone();
+            sync_handler(move |_req: Request| info(&shared))
+        })
+        .post("/rules/reload", move |req: Request| {
+            let reloader = reloader.clone();
+            async move { reload(&req, reloader).await }
+        });
+    Ok((router, Running { _watch: watch }))
+}
+
+/// One worker thread's copy of the rules (`--rules-mode pool`): which cell and version it is a
+/// copy of.
+struct PoolCopy {
+    cell: usize,
+    version: u64,
+    set: RuleSet,
+}
+
+thread_local! {
+    static POOL: RefCell<Option<PoolCopy>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on this thread's copy of the rules, copying the current version first when the copy
+/// is missing or stale. The check is one atomic load; `f` runs with no lock.
+fn with_pool_copy<R>(shared: &Shared<RuleSet>, f: impl FnOnce(&RuleSet, u64) -> R) -> R {
+    POOL.with_borrow_mut(|slot| {
+        let fresh = slot
+            .as_ref()
+            .is_some_and(|c| c.cell == shared.id() && c.version == shared.version());
+        if !fresh {
+            // Drop the old copy before making the new one: one copy per thread at most.
+            *slot = None;
+        }
+        let copy = slot.get_or_insert_with(|| {
+            let snap = shared.snapshot();
+            PoolCopy {
+                cell: shared.id(),
+                version: snap.version(),
+                set: snap.deep_clone(),
+            }
+        });
+        f(&copy.set, copy.version)
+    })
+}
+
+fn json(status: StatusCode, body: impl Into<galleon_http::Body>) -> Response {
+    Response::new(status, body).with_header("content-type", "application/json")
+}
+
+fn json_error(status: StatusCode, message: &str) -> Response {
+    json(
+        status,
+        format!("{}\n", serde_json::json!({ "error": message })),
+    )
+}
+
+/// The answer to `GET /rules/match` from `set`.
+fn answer(set: &RuleSet, version: u64, req: &Request, max: usize) -> Response {
+    let mut limit = max;
+    let mut pairs: Vec<(Cow<'_, str>, Cow<'_, str>)> = Vec::new();
+    for (name, value) in split_query(req.query()) {
+        let (Some(name), Some(value)) = (percent_decode(name, true), percent_decode(value, true))
+        else {
+            return json_error(
+                StatusCode::BAD_REQUEST,
+                "query: malformed percent-escape or not UTF-8",
+            );
+        };
+        if name == "_limit" {
+            match value.parse::<usize>() {
+                Ok(n) if n <= max => limit = n,
+                _ => {
+                    return json_error(
+                        StatusCode::BAD_REQUEST,
+                        &format!("_limit `{value}`: expected 0 to {max}"),
+                    );
+                }
+            }
+        } else if name.starts_with('_') {
+            return json_error(
+                StatusCode::BAD_REQUEST,
+                &format!("unknown option `{name}` (options: _limit)"),
+            );
+        } else {
+            pairs.push((name, value));
+        }
+    }
+    match set.query(pairs.iter().map(|(n, v)| (&**n, &**v))) {
+        Ok(q) => json(StatusCode::OK, set.to_json(&set.matches(&q), limit))
+            .with_header(VERSION_HEADER, version.to_string()),
+        Err(e) => json_error(StatusCode::BAD_REQUEST, &e.to_string()),
+    }
+}
+
+/// `GET /rules`: what is serving.
+fn info(shared: &Shared<RuleSet>) -> Response {
+    let set = shared.snapshot();
+    let fields: Vec<_> = set
+        .fields()
+        .iter()
+        .map(|f| serde_json::json!({ "name": &*f.name, "type": f.ty.name() }))
+        .collect();
+    let body = serde_json::json!({
+        "version": set.version(),
+        "revision": set.revision(),
+        "rules": set.len(),
+        "fields": fields,
+    });
+    json(StatusCode::OK, format!("{body}\n")).with_header(VERSION_HEADER, set.version().to_string())
+}
+
+/// `POST /rules/reload`, loopback peers only: the file is read and parsed on the blocking pool.
+async fn reload(req: &Request, reloader: Reloader<RuleSet>) -> Response {
+    if !req.peer().is_none_or(|p| p.ip().is_loopback()) {
+        return json_error(StatusCode(403), "reloading is allowed from loopback only");
+    }
+    let done = tokio::task::spawn_blocking(move || {
+        // What serves now (this reload's version, or a later one's): number and label together.
+        reloader.reload().map(|_| {
+            let now = reloader.shared().load_full();
+            (now.version(), now.revision().to_owned())
+        })
+    })
+    .await;
+    match done {
+        Ok(Ok((version, revision))) => json(
+            StatusCode::OK,
+            format!(
+                "{}\n",
+                serde_json::json!({ "version": version, "revision": revision })
+            ),
+        )
+        .with_header(VERSION_HEADER, version.to_string()),
+        // The operator's own error, on the operator's own machine: located, in full.
+        Ok(Err(e)) => json_error(StatusCode::UNPROCESSABLE, &e.to_string()),
+        Err(_) => json_error(StatusCode::INTERNAL_SERVER_ERROR, "reload failed"),
+    }
+}

@@ -1,0 +1,232 @@
+//! [`Kind`]: a named class of jobs, with its policy, cost model, counters and histograms.
+
+use crate::adaptive::{CostModel, Route};
+use crate::policy::Policy;
+use crate::stats::{HistogramSummary, KindHistograms, KindSnapshot};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+/// The pool-wide hop round-trip estimate (a moving average in ns, as `f64` bits; 0 = none yet),
+/// the fallback for kinds that have not measured their own.
+#[derive(Debug, Default)]
+pub(crate) struct SharedHop(AtomicU64);
+
+impl SharedHop {
+    pub(crate) fn get(&self) -> Option<f64> {
+        let bits = self.0.load(Ordering::Relaxed);
+        (bits != 0).then(|| f64::from_bits(bits))
+    }
+
+    /// Racy by design: a lost update among concurrent ones only loses a sample.
+    pub(crate) fn observe(&self, hop: Duration) {
+        let x = hop.as_nanos() as f64;
+        let next = match self.get() {
+            None => x,
+            Some(v) => v + (x - v) / 16.0,
+        };
+        self.0.store(next.to_bits().max(1), Ordering::Relaxed);
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    policy: Policy,
+    model: CostModel,
+    hist: KindHistograms,
+}
+
+#[derive(Debug)]
+pub(crate) struct KindState {
+    name: String,
+    inner: Mutex<Inner>,
+    inline: AtomicU64,
+    offloaded: AtomicU64,
+    panicked: AtomicU64,
+}
+
+/// A named class of jobs (`"seal"`, `"render"`), registered once with
+/// [`Pool::kind`](crate::Pool::kind) and passed to every [`Pool::run`](crate::Pool::run) of such a
+/// job. It carries the kind's policy, its cost estimates and its histograms; clones share them.
+#[derive(Debug, Clone)]
+pub struct Kind {
+    pub(crate) state: Arc<KindState>,
+    pub(crate) hop: Arc<SharedHop>,
+}
+
+impl Kind {
+    pub(crate) fn new(name: &str, policy: Policy, hop: Arc<SharedHop>) -> Kind {
+        Kind {
+            state: Arc::new(KindState {
+                name: name.to_owned(),
+                inner: Mutex::new(Inner {
+                    policy,
+                    model: CostModel::default(),
+                    hist: KindHistograms::default(),
+                }),
+                inline: AtomicU64::new(0),
+                offloaded: AtomicU64::new(0),
+                panicked: AtomicU64::new(0),
+            }),
+            hop,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.state
+            .inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The name it was registered with.
+    pub fn name(&self) -> &str {
+        &self.state.name
+    }
+
+    /// Its policy (the pool's default unless set).
+    pub fn policy(&self) -> Policy {
+        self.lock().policy
+    }
+
+    /// Change its policy; the estimates are kept.
+    pub fn set_policy(&self, policy: Policy) {
+        self.lock().policy = policy;
+    }
+
+    /// Where the next job of this size goes (counted as a decision by the adaptive model), and
+    /// its estimated run time (`None` while unknown).
+    pub(crate) fn route(&self, size: Option<u64>) -> (Route, Option<Duration>) {
+        let pool_hop = self.hop.get();
+        let mut inner = self.lock();
+        let route = match inner.policy {
+            Policy::Inline => return (Route::Inline, None),
+            Policy::Offload => Route::Offload,
+            Policy::Adaptive {
+                max_overhead,
+                latency_budget,
+            } => inner
+                .model
+                .decide(size, max_overhead, latency_budget, pool_hop),
+        };
+        let cost = inner
+            .model
+            .cost_ns(size)
+            .map(|c| Duration::from_nanos(c as u64));
+        (route, cost)
+    }
+
+    fn budget(policy: Policy) -> Duration {
+        match policy {
+            Policy::Adaptive { latency_budget, .. } => latency_budget,
+            _ => crate::policy::DEFAULT_LATENCY_BUDGET,
+        }
+    }
+
+    /// A job ran inline for `run`.
+    pub(crate) fn finish_inline(&self, size: Option<u64>, run: Duration, panicked: bool) {
+        self.state.inline.fetch_add(1, Ordering::Relaxed);
+        if panicked {
+            self.state.panicked.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut inner = self.lock();
+        let budget = Self::budget(inner.policy);
+        inner.model.observe_cost(size, run, budget);
+        inner.hist.record_run(run);
+    }
+
+    /// A job ran on the pool; its result reached the caller.
+    pub(crate) fn finish_offloaded(
+        &self,
+        size: Option<u64>,
+        to_pool: Duration,
+        run: Duration,
+        back: Duration,
+        panicked: bool,
+    ) {
+        self.state.offloaded.fetch_add(1, Ordering::Relaxed);
+        if panicked {
+            self.state.panicked.fetch_add(1, Ordering::Relaxed);
+        }
+        let hop = to_pool + back;
+        self.hop.observe(hop);
+        let mut inner = self.lock();
+        let budget = Self::budget(inner.policy);
+        inner.model.observe_cost(size, run, budget);
+        inner.model.observe_hop(size, hop);
+        inner.hist.record_run(run);
+        inner.hist.record_hops(to_pool, back);
+    }
+
+    /// Feed the adaptive model a measurement as if a job had run (for callers that time work
+    /// themselves, and for tests): its run time and, if it went to the pool, its hop round trip.
+    pub fn observe(&self, size_hint: Option<u64>, run: Duration, hop: Option<Duration>) {
+        let mut inner = self.lock();
+        let budget = Self::budget(inner.policy);
+        inner.model.observe_cost(size_hint, run, budget);
+        if let Some(hop) = hop {
+            inner.model.observe_hop(size_hint, hop);
+        }
+    }
+
+    /// The size hint from which this kind's jobs go to the pool under its adaptive bounds: every
+    /// size bucket from there up (by powers of two) is estimated to cost more than hop ÷
+    /// `max_overhead`, or more than the latency budget. `None` before any sized job was measured
+    /// or when the policy is not adaptive; `Some(0)`: all are offloaded; `Some(u64::MAX)`: none.
+    pub fn switch_point(&self) -> Option<u64> {
+        let pool_hop = self.hop.get();
+        let inner = self.lock();
+        match inner.policy {
+            Policy::Adaptive {
+                max_overhead,
+                latency_budget,
+            } => inner
+                .model
+                .switch_point(max_overhead, latency_budget, pool_hop),
+            _ => None,
+        }
+    }
+
+    /// The estimated run time of a job of this size (`None` before one was measured).
+    pub fn estimated_cost(&self, size_hint: Option<u64>) -> Option<Duration> {
+        let ns = self.lock().model.cost_ns(size_hint)?;
+        Some(Duration::from_nanos(ns as u64))
+    }
+
+    /// The hop round trip the adaptive policy assumes for this kind's jobs of this size.
+    pub fn estimated_hop(&self, size_hint: Option<u64>) -> Duration {
+        let pool_hop = self.hop.get();
+        Duration::from_nanos(self.lock().model.hop_ns(size_hint, pool_hop) as u64)
+    }
+
+    /// Copies of its histograms (ns), e.g. to print with
+    /// [`LinearBuckets::render`](crate::LinearBuckets::render).
+    pub fn histograms(&self) -> KindHistograms {
+        self.lock().hist.clone()
+    }
+
+    /// Empty its histograms (counters and estimates are kept).
+    pub fn reset_histograms(&self) {
+        self.lock().hist.reset();
+    }
+
+    /// Its counters, histograms and estimates as plain data.
+    pub fn snapshot(&self) -> KindSnapshot {
+        let switch_point = self.switch_point();
+        let pool_hop = self.hop.get();
+        let inner = self.lock();
+        KindSnapshot {
+            name: self.state.name.clone(),
+            policy: inner.policy.to_string(),
+            inline: self.state.inline.load(Ordering::Relaxed),
+            offloaded: self.state.offloaded.load(Ordering::Relaxed),
+            panicked: self.state.panicked.load(Ordering::Relaxed),
+            to_pool: HistogramSummary::of(&inner.hist.to_pool),
+            back: HistogramSummary::of(&inner.hist.back),
+            run: HistogramSummary::of(&inner.hist.run),
+            hop_estimate_ns: inner.model.hop_ns(None, pool_hop),
+            switch_point,
+            estimates: inner.model.estimates(),
+        }
+    }
+}

@@ -1,0 +1,345 @@
+//! [`Pool`]: the threads, the kinds, and `run`.
+
+use crate::adaptive::Route;
+use crate::error::{OffloadError, panic_message};
+use crate::kind::{Kind, SharedHop};
+use crate::policy::Policy;
+use crate::queue::{Shared, Task};
+use crate::stats::PoolSnapshot;
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tokio::sync::{TryAcquireError, oneshot};
+
+/// How a [`Pool`] is built. `Config::default()`: a thread per core, 1024 queued jobs, 20 us of
+/// spinning on pool threads, 10 us on the awaiting side, [`Policy::adaptive`].
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Pool threads (0: one per core, `std::thread::available_parallelism`). Never pinned.
+    pub threads: usize,
+    /// Jobs the queue holds at most; `run` waits for room beyond it, `try_run` fails.
+    pub queue_capacity: usize,
+    /// How long a pool thread that finished a job looks for the next before parking. Zero parks
+    /// at once (every hop then pays a futex wake-up); keep it to tens of microseconds.
+    pub spin: Duration,
+    /// How long the awaiting task keeps its tokio worker polling for the result, when the job's
+    /// estimated run time is at most this, instead of letting it park: the worker yields between
+    /// polls, so its other tasks still run, but an idle worker stays awake (as the BEAM's
+    /// schedulers busy-wait, `+sbwt`) and the hop back costs no thread wake-up. Zero: always
+    /// park.
+    pub await_spin: Duration,
+    /// The policy new kinds get.
+    pub policy: Policy,
+    /// Threads are named `{thread_name}-{i}`.
+    pub thread_name: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            threads: 0,
+            queue_capacity: 1024,
+            spin: Duration::from_micros(20),
+            await_spin: Duration::from_micros(10),
+            policy: Policy::default(),
+            thread_name: "galleon-offload".to_owned(),
+        }
+    }
+}
+
+/// Tells the threads to stop when the last `Pool` clone goes.
+#[derive(Debug)]
+struct Handle {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    kinds: Mutex<HashMap<String, Kind>>,
+    hop: Arc<SharedHop>,
+    thread_count: usize,
+    policy: Policy,
+    await_spin: Duration,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.shared.shutdown();
+    }
+}
+
+/// A pool of CPU threads beside the tokio workers, with a bounded queue; jobs of each [`Kind`]
+/// run inline or on it by the kind's [`Policy`], their hops and run times measured.
+///
+/// Cloning is cheap and shares the pool. Dropping the last clone is [`Pool::shutdown`] without
+/// waiting for the threads.
+///
+/// # Examples
+///
+/// ```
+/// use galleon_offload::{Config, OffloadError, Policy, Pool};
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let pool = Pool::new(Config { threads: 2, ..Config::default() }).unwrap();
+/// let sum = pool.kind("sum");
+///
+/// // Adaptive by default: the size hint lets it learn the cost per size.
+/// let data = vec![1u64; 100_000];
+/// let n = data.len() as u64;
+/// let total = pool.run(&sum, Some(n), move || data.iter().sum::<u64>()).await;
+/// assert_eq!(total, Ok(100_000));
+///
+/// // A panic is the caller's error; the pool goes on.
+/// let boom = pool.run(&sum, None, || -> u64 { panic!("boom") }).await;
+/// assert_eq!(boom, Err(OffloadError::Panicked("boom".into())));
+///
+/// sum.set_policy(Policy::Offload);
+/// assert_eq!(pool.run(&sum, None, || 2 + 2).await, Ok(4));
+/// let stats = pool.snapshot().kinds[0].clone();
+/// assert_eq!((stats.name.as_str(), stats.inline + stats.offloaded), ("sum", 3));
+/// pool.shutdown();
+/// assert_eq!(pool.run(&sum, None, || 1).await, Err(OffloadError::ShutDown));
+/// # });
+/// ```
+#[derive(Debug, Clone)]
+pub struct Pool {
+    handle: Arc<Handle>,
+}
+
+/// What a pool thread sends back.
+enum Done<T> {
+    Ran {
+        result: Result<T, OffloadError>,
+        start: Instant,
+        end: Instant,
+    },
+    Cancelled,
+}
+
+impl Pool {
+    /// Start the threads.
+    pub fn new(config: Config) -> std::io::Result<Pool> {
+        let threads = if config.threads == 0 {
+            std::thread::available_parallelism().map_or(2, |n| n.get())
+        } else {
+            config.threads
+        };
+        let shared = Arc::new(Shared::new(config.queue_capacity, config.spin));
+        let mut handles = Vec::with_capacity(threads);
+        for i in 0..threads {
+            let worker = shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("{}-{i}", config.thread_name))
+                .spawn(move || worker.work());
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    shared.shutdown();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Pool {
+            handle: Arc::new(Handle {
+                shared,
+                threads: Mutex::new(handles),
+                kinds: Mutex::new(HashMap::new()),
+                hop: Arc::new(SharedHop::default()),
+                thread_count: threads,
+                policy: config.policy,
+                await_spin: config.await_spin,
+            }),
+        })
+    }
+
+    /// The kind of this name, registered with the pool's default policy on first use; the same
+    /// name gives the same kind (its estimates and histograms shared).
+    pub fn kind(&self, name: &str) -> Kind {
+        let mut kinds = self
+            .handle
+            .kinds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        kinds
+            .entry(name.to_owned())
+            .or_insert_with(|| Kind::new(name, self.handle.policy, self.handle.hop.clone()))
+            .clone()
+    }
+
+    /// Pool threads.
+    pub fn threads(&self) -> usize {
+        self.handle.thread_count
+    }
+
+    /// Run `job` where `kind`'s policy says: inline (on this thread, inside this future's first
+    /// poll) or on a pool thread, waiting for room in the queue if it is full. `size_hint` (bytes,
+    /// rows: any measure the cost grows with) lets the adaptive policy estimate the cost by size.
+    ///
+    /// Errors: the job panicked ([`OffloadError::Panicked`]) or the pool was shut down before it
+    /// started ([`OffloadError::ShutDown`]). Dropping the future before it is done is safe: a
+    /// queued job is then skipped, a running one finishes and its result is dropped.
+    pub async fn run<T, F>(
+        &self,
+        kind: &Kind,
+        size_hint: Option<u64>,
+        job: F,
+    ) -> Result<T, OffloadError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.submit(kind, size_hint, job, true).await
+    }
+
+    /// [`Pool::run`], but a full queue is [`OffloadError::QueueFull`] at once instead of a wait.
+    pub async fn try_run<T, F>(
+        &self,
+        kind: &Kind,
+        size_hint: Option<u64>,
+        job: F,
+    ) -> Result<T, OffloadError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.submit(kind, size_hint, job, false).await
+    }
+
+    async fn submit<T, F>(
+        &self,
+        kind: &Kind,
+        size: Option<u64>,
+        job: F,
+        wait: bool,
+    ) -> Result<T, OffloadError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let shared = &self.handle.shared;
+        if shared.is_shut_down() {
+            return Err(OffloadError::ShutDown);
+        }
+        let (route, cost) = kind.route(size);
+        if route == Route::Inline {
+            let start = Instant::now();
+            let result = catch_unwind(AssertUnwindSafe(job));
+            kind.finish_inline(size, start.elapsed(), result.is_err());
+            return result.map_err(|p| OffloadError::Panicked(panic_message(&*p)));
+        }
+        let permit = match shared.slots.try_acquire() {
+            Ok(p) => p,
+            Err(TryAcquireError::Closed) => return Err(OffloadError::ShutDown),
+            Err(TryAcquireError::NoPermits) if !wait => return Err(OffloadError::QueueFull),
+            Err(TryAcquireError::NoPermits) => shared
+                .slots
+                .acquire()
+                .await
+                .map_err(|_| OffloadError::ShutDown)?,
+        };
+        // The slot is given back by the thread that takes the job.
+        permit.forget();
+        let (tx, rx) = oneshot::channel::<Done<T>>();
+        let task: Task = Box::new(move |run: Option<&dyn Fn()>| {
+            let Some(before_reply) = run else {
+                let _ = tx.send(Done::Cancelled);
+                return true;
+            };
+            if tx.is_closed() {
+                return false;
+            }
+            let start = Instant::now();
+            let result = catch_unwind(AssertUnwindSafe(job))
+                .map_err(|p| OffloadError::Panicked(panic_message(&*p)));
+            let end = Instant::now();
+            before_reply();
+            let _ = tx.send(Done::Ran { result, start, end });
+            true
+        });
+        let submitted = Instant::now();
+        if shared.push(task).is_err() {
+            return Err(OffloadError::ShutDown);
+        }
+        // Keep this worker polling (politely: other tasks run between polls) for `await_spin`
+        // when the job is expected to be done by then, instead of parking it and paying a thread
+        // wake-up for the hop back.
+        let await_spin = self.handle.await_spin;
+        let spin_until = cost
+            .filter(|&c| !await_spin.is_zero() && c <= await_spin)
+            .map(|_| submitted + await_spin);
+        let mut rx = rx;
+        let done = std::future::poll_fn(|cx| {
+            let polled = Pin::new(&mut rx).poll(cx);
+            if polled.is_pending() && spin_until.is_some_and(|t| Instant::now() < t) {
+                cx.waker().wake_by_ref();
+            }
+            polled
+        })
+        .await;
+        match done {
+            Ok(Done::Ran { result, start, end }) => {
+                let resumed = Instant::now();
+                kind.finish_offloaded(
+                    size,
+                    start.saturating_duration_since(submitted),
+                    end.saturating_duration_since(start),
+                    resumed.saturating_duration_since(end),
+                    result.is_err(),
+                );
+                result
+            }
+            Ok(Done::Cancelled) | Err(_) => Err(OffloadError::ShutDown),
+        }
+    }
+
+    /// Stop taking jobs: from now on `run` and `try_run` return [`OffloadError::ShutDown`]. Jobs
+    /// already running finish and deliver their results; jobs queued but not started are
+    /// **cancelled**: their callers get `ShutDown` (they never run). Does not wait for the
+    /// threads (see [`Pool::join`]). Idempotent.
+    pub fn shutdown(&self) {
+        self.handle.shared.shutdown();
+    }
+
+    /// [`Pool::shutdown`], then wait for the threads to exit (after the jobs they are running).
+    /// Blocks: call it outside the async workers (or in `spawn_blocking`).
+    pub fn join(&self) {
+        self.shutdown();
+        let threads = std::mem::take(
+            &mut *self
+                .handle
+                .threads
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+
+    /// The pool's state and every kind's counters, histograms and estimates, as plain data.
+    pub fn snapshot(&self) -> PoolSnapshot {
+        let counts = self.handle.shared.counts();
+        let mut kinds: Vec<Kind> = self
+            .handle
+            .kinds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        kinds.sort_by(|a, b| a.name().cmp(b.name()));
+        PoolSnapshot {
+            threads: self.handle.thread_count,
+            queue_capacity: self.handle.shared.capacity,
+            queued: counts.queued,
+            busy: counts.busy,
+            parked: counts.parked,
+            abandoned: counts.abandoned,
+            shut_down: counts.shut_down,
+            policy: self.handle.policy.to_string(),
+            hop_estimate_ns: self.handle.hop.get(),
+            kinds: kinds.iter().map(Kind::snapshot).collect(),
+        }
+    }
+}

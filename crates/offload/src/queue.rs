@@ -1,0 +1,211 @@
+//! The bounded queue and the pool threads.
+//!
+//! Handoff: a submitter pushes under one mutex and wakes a parked thread only when no spinning
+//! thread will take the job. A thread that finished a job spins on the queue's length for a
+//! bounded time (`spin`, tens of microseconds: first `spin_loop`, then `yield_now`), so a steady
+//! stream of jobs never pays a futex wake-up, then parks on a condvar: an idle pool uses no CPU.
+//!
+//! Bounded memory: a semaphore of `capacity` slots, taken before a push and given back when a
+//! thread takes the job.
+
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+
+/// A queued job, type-erased: called with `Some(before_reply)` to run it (it calls
+/// `before_reply` once the job is done, just before it sends the result; it returns whether it
+/// ran, `false` if its caller was gone), with `None` to cancel it (shutdown).
+pub(crate) type Task = Box<dyn FnOnce(Option<&dyn Fn()>) -> bool + Send>;
+
+#[derive(Default)]
+struct State {
+    tasks: VecDeque<Task>,
+    /// Threads waiting on the condvar.
+    parked: usize,
+    shutdown: bool,
+}
+
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    cv: Condvar,
+    /// `state.tasks.len()`, readable without the lock by spinning threads.
+    queued: AtomicUsize,
+    /// Threads spinning for work (decremented under the lock).
+    spinning: AtomicUsize,
+    busy: AtomicUsize,
+    abandoned: AtomicU64,
+    shut: AtomicBool,
+    pub(crate) slots: Semaphore,
+    pub(crate) capacity: usize,
+    spin: Duration,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("queued", &self.queued)
+            .field("busy", &self.busy)
+            .field("capacity", &self.capacity)
+            .field("spin", &self.spin)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Counts for a snapshot.
+pub(crate) struct QueueCounts {
+    pub(crate) queued: usize,
+    pub(crate) busy: usize,
+    pub(crate) parked: usize,
+    pub(crate) abandoned: u64,
+    pub(crate) shut_down: bool,
+}
+
+impl Shared {
+    pub(crate) fn new(capacity: usize, spin: Duration) -> Shared {
+        let capacity = capacity.clamp(1, Semaphore::MAX_PERMITS);
+        Shared {
+            state: Mutex::new(State::default()),
+            cv: Condvar::new(),
+            queued: AtomicUsize::new(0),
+            spinning: AtomicUsize::new(0),
+            busy: AtomicUsize::new(0),
+            abandoned: AtomicU64::new(0),
+            shut: AtomicBool::new(false),
+            slots: Semaphore::new(capacity),
+            capacity,
+            spin,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.shut.load(Ordering::Acquire)
+    }
+
+    /// Queue a task whose slot was taken; gives it back if the pool is shut down.
+    pub(crate) fn push(&self, task: Task) -> Result<(), Task> {
+        let mut state = self.lock();
+        if state.shutdown {
+            return Err(task);
+        }
+        state.tasks.push_back(task);
+        self.queued.fetch_add(1, Ordering::SeqCst);
+        let wake = state.parked > 0 && state.tasks.len() > self.spinning.load(Ordering::SeqCst);
+        drop(state);
+        if wake {
+            self.cv.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Stop taking jobs; the queued ones are cancelled (their callers get `ShutDown`), the
+    /// running ones finish, the threads exit when they are done.
+    pub(crate) fn shutdown(&self) {
+        let drained: Vec<Task> = {
+            let mut state = self.lock();
+            if state.shutdown {
+                return;
+            }
+            state.shutdown = true;
+            self.shut.store(true, Ordering::Release);
+            self.queued.store(0, Ordering::SeqCst);
+            state.tasks.drain(..).collect()
+        };
+        self.slots.close();
+        self.cv.notify_all();
+        for task in drained {
+            let _ = catch_unwind(AssertUnwindSafe(|| task(None)));
+        }
+    }
+
+    pub(crate) fn counts(&self) -> QueueCounts {
+        let state = self.lock();
+        QueueCounts {
+            queued: state.tasks.len(),
+            busy: self.busy.load(Ordering::Relaxed),
+            parked: state.parked,
+            abandoned: self.abandoned.load(Ordering::Relaxed),
+            shut_down: state.shutdown,
+        }
+    }
+
+    /// Spin until a job is queued, the pool shuts down, or `spin` has passed.
+    fn spin_for_work(&self) {
+        if self.spin.is_zero() {
+            return;
+        }
+        let start = Instant::now();
+        let pure = self.spin / 4;
+        let mut i = 0u32;
+        loop {
+            for _ in 0..8 {
+                if self.queued.load(Ordering::Acquire) > 0 || self.shut.load(Ordering::Relaxed) {
+                    return;
+                }
+                std::hint::spin_loop();
+            }
+            i = i.wrapping_add(1);
+            if i % 4 == 0 {
+                let spent = start.elapsed();
+                if spent >= self.spin {
+                    return;
+                }
+                if spent >= pure {
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+
+    /// A pool thread's life: take a job, run it, spin a little for the next, park.
+    pub(crate) fn work(&self) {
+        let mut state = self.lock();
+        loop {
+            if let Some(task) = state.tasks.pop_front() {
+                self.queued.fetch_sub(1, Ordering::SeqCst);
+                let more = !state.tasks.is_empty()
+                    && state.parked > 0
+                    && self.spinning.load(Ordering::SeqCst) == 0;
+                drop(state);
+                if more {
+                    self.cv.notify_one();
+                }
+                self.slots.add_permits(1);
+                self.busy.fetch_add(1, Ordering::Relaxed);
+                // Count this thread as spinning before the result goes out: the caller may submit
+                // its next job at once, and should find this thread, not wake a parked one.
+                let counted = Cell::new(false);
+                let before_reply = || {
+                    if !counted.replace(true) {
+                        self.spinning.fetch_add(1, Ordering::SeqCst);
+                    }
+                };
+                // The task catches the job's panic; this catches anything else (a result's drop).
+                let ran =
+                    catch_unwind(AssertUnwindSafe(|| task(Some(&before_reply)))).unwrap_or(true);
+                before_reply();
+                self.busy.fetch_sub(1, Ordering::Relaxed);
+                if !ran {
+                    self.abandoned.fetch_add(1, Ordering::Relaxed);
+                }
+                self.spin_for_work();
+                state = self.lock();
+                self.spinning.fetch_sub(1, Ordering::SeqCst);
+                continue;
+            }
+            if state.shutdown {
+                return;
+            }
+            state.parked += 1;
+            state = self.cv.wait(state).unwrap_or_else(PoisonError::into_inner);
+            state.parked -= 1;
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! The pool's behaviour, deterministically: conditions are awaited (never slept for), jobs held
+//! at a gate, the adaptive model fed injected measurements.
+
+use galleon_offload::{Config, Kind, OffloadError, Policy, Pool};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn pool(threads: usize, capacity: usize, policy: Policy) -> Pool {
+    Pool::new(Config {
+        threads,
+        queue_capacity: capacity,
+        policy,
+        ..Config::default()
+    })
+    .unwrap()
+}
+
+/// Wait until `cond` holds (polling; a deadline turns a hang into a failure).
+async fn until(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// A job that says when it started and then blocks its pool thread until the returned sender
+/// sends (or is dropped).
+struct Gate {
+    open: mpsc::Sender<()>,
+    started: Arc<AtomicBool>,
+}
+
+impl Gate {
+    fn started(&self) -> bool {
+        self.started.load(Ordering::SeqCst)
+    }
+}
+
+fn gated(value: u32) -> (Gate, impl FnOnce() -> u32 + Send + 'static) {
+    let (tx, rx) = mpsc::channel::<()>();
+    let started = Arc::new(AtomicBool::new(false));
+    let flag = started.clone();
+    let job = move || {
+        flag.store(true, Ordering::SeqCst);
+        let _ = rx.recv();
+        value
+    };
+    (Gate { open: tx, started }, job)
+}
+
+fn on_pool_thread() -> bool {
+    std::thread::current()
+        .name()
+        .is_some_and(|n| n.starts_with("galleon-offload-"))
+}
+
+fn spawn_run(
+    pool: &Pool,
+    kind: &Kind,
+    job: impl FnOnce() -> u32 + Send + 'static,
+) -> tokio::task::JoinHandle<Result<u32, OffloadError>> {
+    let (pool, kind) = (pool.clone(), kind.clone());
+    tokio::spawn(async move { pool.run(&kind, None, job).await })
+}
+
+#[tokio::test]
+async fn a_panicking_job_is_an_error_and_the_pool_goes_on() {
+    let pool = pool(1, 16, Policy::Offload);
+    let k = pool.kind("boom");
+    let r = pool.run(&k, None, || -> u32 { panic!("boom") }).await;
+    assert_eq!(r, Err(OffloadError::Panicked("boom".into())));
+    let r = pool
+        .run(&k, None, || -> u32 { panic!("formatted {}", 7) })
+        .await;
+    assert_eq!(r, Err(OffloadError::Panicked("formatted 7".into())));
+    // The single pool thread survived: it still runs jobs.
+    for i in 0..10u32 {
+        assert_eq!(
+            pool.run(&k, None, move || (i, on_pool_thread())).await,
+            Ok((i, true))
+        );
+    }
+    // Inline too: a panic is the caller's error, not a crashed task.
+    k.set_policy(Policy::Inline);
+    let r = pool.run(&k, None, || -> u32 { panic!("inline") }).await;
+    assert_eq!(r, Err(OffloadError::Panicked("inline".into())));
+    let s = k.snapshot();
+    assert_eq!((s.panicked, s.offloaded, s.inline), (3, 12, 1));
+}
+
+#[tokio::test]
+async fn inline_runs_on_the_callers_thread_offload_on_a_pool_thread() {
+    let pool = pool(2, 16, Policy::Inline);
+    let k = pool.kind("where");
+    let caller = std::thread::current().id();
+    let ran_on = pool.run(&k, None, || std::thread::current().id()).await;
+    assert_eq!(ran_on, Ok(caller));
+    assert!(!pool.run(&k, None, on_pool_thread).await.unwrap());
+    k.set_policy(Policy::Offload);
+    assert_ne!(
+        pool.run(&k, None, || std::thread::current().id()).await,
+        Ok(caller)
+    );
+    assert!(pool.run(&k, None, on_pool_thread).await.unwrap());
+    let s = k.snapshot();
+    assert_eq!((s.inline, s.offloaded), (2, 2));
+    // Offloaded jobs were measured both ways; inline ones only ran.
+    assert_eq!((s.to_pool.count, s.back.count, s.run.count), (2, 2, 4));
+}
+
+#[tokio::test]
+async fn a_full_queue_pushes_back() {
+    let pool = pool(1, 2, Policy::Offload);
+    let k = pool.kind("full");
+    let (open_a, job_a) = gated(1);
+    let a = spawn_run(&pool, &k, job_a);
+    until("job a running", || open_a.started()).await;
+    let b = spawn_run(&pool, &k, || 2);
+    let c = spawn_run(&pool, &k, || 3);
+    until("two jobs queued", || pool.snapshot().queued == 2).await;
+    // No room: try_run says so at once; run waits.
+    assert_eq!(
+        pool.try_run(&k, None, || 4).await,
+        Err(OffloadError::QueueFull)
+    );
+    let d = spawn_run(&pool, &k, || 5);
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!d.is_finished(), "run must wait for room, not fail");
+    assert_eq!(
+        pool.snapshot().queued,
+        2,
+        "the queue never grows past its bound"
+    );
+    open_a.open.send(()).unwrap();
+    assert_eq!(a.await.unwrap(), Ok(1));
+    assert_eq!(b.await.unwrap(), Ok(2));
+    assert_eq!(c.await.unwrap(), Ok(3));
+    assert_eq!(d.await.unwrap(), Ok(5));
+    assert_eq!(pool.try_run(&k, None, || 6).await, Ok(6));
+}
+
+#[tokio::test]
+async fn shutdown_finishes_running_jobs_and_cancels_queued_ones() {
+    let pool = pool(1, 2, Policy::Offload);
+    let k = pool.kind("shutdown");
+    let (open_a, job_a) = gated(1);
+    let a = spawn_run(&pool, &k, job_a);
+    until("job a running", || open_a.started()).await;
+    let b_ran = Arc::new(AtomicBool::new(false));
+    let flag = b_ran.clone();
+    let b = spawn_run(&pool, &k, move || {
+        flag.store(true, Ordering::SeqCst);
+        2
+    });
+    let c = spawn_run(&pool, &k, || 3);
+    until("two jobs queued", || pool.snapshot().queued == 2).await;
+    // A fourth caller waits for room.
+    let d = spawn_run(&pool, &k, || 4);
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+    pool.shutdown();
+    // Queued and waiting jobs are cancelled; new ones refused, either way.
+    assert_eq!(b.await.unwrap(), Err(OffloadError::ShutDown));
+    assert_eq!(c.await.unwrap(), Err(OffloadError::ShutDown));
+    assert_eq!(d.await.unwrap(), Err(OffloadError::ShutDown));
+    assert_eq!(pool.run(&k, None, || 5).await, Err(OffloadError::ShutDown));
+    assert_eq!(
+        pool.try_run(&k, None, || 6).await,
+        Err(OffloadError::ShutDown)
+    );
+    assert!(pool.snapshot().shut_down);
+    // The running job finishes and its caller gets the result.
+    assert!(!a.is_finished());
+    open_a.open.send(()).unwrap();
+    assert_eq!(a.await.unwrap(), Ok(1));
+    assert!(!b_ran.load(Ordering::SeqCst), "a cancelled job never runs");
+    // And the threads exit.
+    let joiner = pool.clone();
+    tokio::task::spawn_blocking(move || joiner.join())
+        .await
+        .unwrap();
+}
+
+/// Threads of this process whose name starts with `prefix` (Linux).
+#[cfg(target_os = "linux")]
+fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.starts_with(prefix))
+        .count()
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn dropping_the_last_pool_handle_stops_the_threads() {
+    let pool = Pool::new(Config {
+        threads: 2,
+        policy: Policy::Offload,
+        thread_name: "drop-test".into(),
+        ..Config::default()
+    })
+    .unwrap();
+    let k = pool.kind("drop");
+    let clone = pool.clone();
+    assert_eq!(clone.run(&k, None, || 1).await, Ok(1));
+    until("threads named", || threads_named("drop-test-") == 2).await;
+    drop(pool);
+    assert_eq!(
+        clone.run(&k, None, || 2).await,
+        Ok(2),
+        "a clone keeps it running"
+    );
+    drop(clone);
+    until("threads exit", || threads_named("drop-test-") == 0).await;
+    // A kind outlives its pool harmlessly.
+    assert_eq!(k.snapshot().offloaded, 2);
+}
+
+#[tokio::test]
+async fn a_dropped_caller_skips_its_queued_job_and_the_pool_goes_on() {
+    let pool = pool(1, 4, Policy::Offload);
+    let k = pool.kind("abandon");
+    let (open_a, job_a) = gated(1);
+    let a = spawn_run(&pool, &k, job_a);
+    until("job a running", || open_a.started()).await;
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    let b = spawn_run(&pool, &k, move || {
+        flag.store(true, Ordering::SeqCst);
+        2
+    });
+    until("b queued", || pool.snapshot().queued == 1).await;
+    b.abort();
+    assert!(b.await.unwrap_err().is_cancelled());
+    open_a.open.send(()).unwrap();
+    assert_eq!(a.await.unwrap(), Ok(1));
+    assert_eq!(pool.run(&k, None, || 3).await, Ok(3));
+    assert!(!ran.load(Ordering::SeqCst), "the abandoned job was skipped");
+    assert_eq!(pool.snapshot().abandoned, 1);
+    // Dropping a caller whose job is running: the job finishes, the result is dropped.
+    let (open_c, job_c) = gated(4);
+    let c = spawn_run(&pool, &k, job_c);
+    until("c running", || open_c.started()).await;
+    c.abort();
+    assert!(c.await.unwrap_err().is_cancelled());
+    open_c.open.send(()).unwrap();
+    assert_eq!(pool.run(&k, None, || 5).await, Ok(5));
+}
+
+#[tokio::test]
+async fn adaptive_switches_when_a_kinds_cost_changes() {
+    let pool = pool(2, 16, Policy::adaptive());
+    let k = pool.kind("changing");
+    // Unknown cost: offloaded, to measure it.
+    assert!(pool.run(&k, None, on_pool_thread).await.unwrap());
+    // Injected measurements (no clock): a 2 us hop, 5 us jobs -> the hop is 40%: inline.
+    let us = Duration::from_micros(1);
+    for _ in 0..60 {
+        k.observe(None, 5 * us, Some(2 * us));
+    }
+    assert!(!pool.run(&k, None, on_pool_thread).await.unwrap());
+    // The kind became 500 us a job: the hop is 0.4%: offload.
+    for _ in 0..60 {
+        k.observe(None, 500 * us, None);
+    }
+    assert!(pool.run(&k, None, on_pool_thread).await.unwrap());
+    // 5 ms a job, over the 1 ms budget: offloaded even if the hop looked huge.
+    for _ in 0..60 {
+        k.observe(None, 5000 * us, Some(Duration::from_millis(10)));
+    }
+    assert!(pool.run(&k, None, on_pool_thread).await.unwrap());
+    // Cheap again, and the hop is back to 2 us: inline.
+    for _ in 0..60 {
+        k.observe(None, 3 * us, Some(2 * us));
+    }
+    assert!(!pool.run(&k, None, on_pool_thread).await.unwrap());
+}
+
+#[tokio::test]
+async fn adaptive_switch_point_by_size() {
+    let pool = pool(2, 16, Policy::adaptive());
+    let k = pool.kind("seal");
+    assert_eq!(k.switch_point(), None);
+    let us = Duration::from_micros(1);
+    // Seed 001's secretbox: ~4 ns a byte; a 2 us hop.
+    for _ in 0..20 {
+        for size in [64u64, 1024, 4096, 8192, 65536, 1 << 20] {
+            k.observe(Some(size), Duration::from_nanos(4 * size), Some(2 * us));
+        }
+    }
+    assert_eq!(k.switch_point(), Some(8192));
+    let snap = pool.snapshot();
+    assert_eq!(snap.kinds[0].switch_point, Some(8192));
+    let json = serde_json::to_string(&snap).unwrap();
+    assert!(json.contains("\"name\":\"seal\""), "{json}");
+    assert!(json.contains("\"switch_point\":8192"), "{json}");
+    // (The runs below measure real hops, which move the estimates: no switch point after them.)
+    assert!(!pool.run(&k, Some(4096), on_pool_thread).await.unwrap());
+    assert!(pool.run(&k, Some(8192), on_pool_thread).await.unwrap());
+    assert!(pool.run(&k, Some(1 << 20), on_pool_thread).await.unwrap());
+    assert_eq!(k.snapshot().offloaded, 2);
+    k.set_policy(Policy::Offload);
+    assert_eq!(k.switch_point(), None);
+}
+
+#[tokio::test]
+async fn idle_pool_threads_park() {
+    let pool = pool(2, 16, Policy::Offload);
+    let k = pool.kind("idle");
+    for i in 0..100u32 {
+        assert_eq!(pool.run(&k, None, move || i).await, Ok(i));
+    }
+    // Spinning is bounded (20 us by default): both threads end up parked, using no CPU.
+    until("both threads parked", || pool.snapshot().parked == 2).await;
+    assert_eq!(pool.snapshot().busy, 0);
+}
+
+#[test]
+fn the_same_name_is_the_same_kind() {
+    let pool = pool(1, 4, Policy::Inline);
+    let a = pool.kind("x");
+    a.set_policy(Policy::Offload);
+    assert_eq!(pool.kind("x").policy(), Policy::Offload);
+    assert_eq!(pool.kind("y").policy(), Policy::Inline);
+    assert_eq!(pool.snapshot().kinds.len(), 2);
+    pool.join();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_awaiting_spin_lets_the_workers_other_tasks_run() {
+    // A hang guard: if the spin held the (only) runtime thread, the job below would never be let
+    // through its gate.
+    std::thread::spawn(|| {
+        std::thread::sleep(Duration::from_secs(60));
+        eprintln!("the awaiting side blocked its runtime thread");
+        std::process::exit(1);
+    });
+    let pool = Pool::new(Config {
+        threads: 1,
+        policy: Policy::Offload,
+        await_spin: Duration::from_secs(3600),
+        ..Config::default()
+    })
+    .unwrap();
+    let k = pool.kind("spin");
+    // A cheap kind, so the caller spins (politely) rather than parking.
+    k.observe(None, Duration::from_micros(1), None);
+    let (gate, job) = gated(7);
+    let opener = tokio::spawn(async move {
+        while !gate.started() {
+            tokio::task::yield_now().await;
+        }
+        gate.open.send(()).unwrap();
+    });
+    assert_eq!(pool.run(&k, None, job).await, Ok(7));
+    opener.await.unwrap();
+}

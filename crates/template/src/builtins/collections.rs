@@ -1,0 +1,299 @@
+//! `Enum`, `Map` and `List` functions. A map used as an enumerable is its `{key, value}` pairs
+//! in key order, as in Elixir for small maps.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use super::{Builtin, Failure, expected};
+use crate::ops::to_string;
+use crate::value::{Str, Value};
+
+/// The elements of an enumerable: a list, or a map's `{key, value}` pairs.
+pub(crate) fn elements(v: &Value) -> Result<Arc<[Value]>, Failure> {
+    match v {
+        Value::List(l) => Ok(Arc::clone(l)),
+        Value::Map(m) => Ok(m
+            .iter()
+            .map(|(k, v)| Value::Tuple(vec![Value::Str(k.clone()), v.clone()].into()))
+            .collect()),
+        other => Err(expected("a list or a map", other)),
+    }
+}
+
+/// Erlang's term order: numbers < atoms < tuples < maps < lists < strings; within a type,
+/// the natural order (numbers by value, strings by bytes, lists and tuples element-wise).
+pub(crate) fn compare(a: &Value, b: &Value) -> Result<Ordering, Failure> {
+    fn rank(v: &Value) -> u8 {
+        match v {
+            Value::Int(_) | Value::Float(_) => 0,
+            Value::Atom(_) | Value::Bool(_) | Value::Nil => 1,
+            Value::Tuple(_) => 2,
+            Value::Map(_) => 3,
+            Value::List(_) => 4,
+            Value::Str(_) => 5,
+            Value::Safe(_) => 6,
+        }
+    }
+    Ok(match (a, b) {
+        (Value::Int(x), Value::Int(y)) => x.cmp(y),
+        (Value::Int(_) | Value::Float(_), Value::Int(_) | Value::Float(_)) => {
+            let f = |v: &Value| match v {
+                Value::Int(i) => *i as f64,
+                Value::Float(x) => *x,
+                _ => 0.0,
+            };
+            f(a).partial_cmp(&f(b)).unwrap_or(Ordering::Equal)
+        }
+        (Value::Str(x), Value::Str(y)) => x.cmp(y),
+        (Value::List(x), Value::List(y)) => {
+            for (p, q) in x.iter().zip(y.iter()) {
+                let o = compare(p, q)?;
+                if o.is_ne() {
+                    return Ok(o);
+                }
+            }
+            x.len().cmp(&y.len())
+        }
+        (Value::Tuple(x), Value::Tuple(y)) => {
+            let o = x.len().cmp(&y.len());
+            if o.is_ne() {
+                return Ok(o);
+            }
+            for (p, q) in x.iter().zip(y.iter()) {
+                let o = compare(p, q)?;
+                if o.is_ne() {
+                    return Ok(o);
+                }
+            }
+            Ordering::Equal
+        }
+        _ if rank(a) == 1 && rank(b) == 1 => atom_name(a).cmp(atom_name(b)),
+        _ if rank(a) != rank(b) => rank(a).cmp(&rank(b)),
+        _ => return Err("cannot order these values".to_owned()),
+    })
+}
+
+fn atom_name(v: &Value) -> &str {
+    match v {
+        Value::Atom(a) => a.as_str(),
+        Value::Bool(true) => "true",
+        Value::Bool(false) => "false",
+        _ => "nil",
+    }
+}
+
+fn int(v: &Value) -> Result<i64, Failure> {
+    match v {
+        Value::Int(i) => Ok(*i),
+        other => Err(expected("an integer", other)),
+    }
+}
+
+/// A map key given as a string or an atom (galleon's map keys are strings).
+fn key(v: &Value) -> Option<&Str> {
+    match v {
+        Value::Str(s) | Value::Atom(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// Runs an `Enum`, `Map` or `List` built-in on its (up to three) arguments.
+pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Failure> {
+    use Builtin as B;
+    match b {
+        B::MapGet | B::MapHasKey | B::MapKeys | B::MapValues => {
+            let Value::Map(m) = &a else {
+                return Err(expected("a map", &a));
+            };
+            let found = key(&x).and_then(|k| m.get(&k.bytes()[..]));
+            return Ok(match b {
+                B::MapGet => found.cloned().unwrap_or(y),
+                B::MapHasKey => Value::Bool(found.is_some()),
+                B::MapKeys => Value::list(m.keys().map(|k| Value::Str(k.clone()))),
+                _ => Value::list(m.values().cloned()),
+            });
+        }
+        B::EnumCount => {
+            if let Value::Map(m) = &a {
+                return Ok(Value::Int(m.len() as i64));
+            }
+        }
+        _ => {}
+    }
+    let items = elements(&a)?;
+    let list = |v: Vec<Value>| Ok(Value::List(v.into()));
+    match b {
+        B::EnumCount => Ok(Value::Int(items.len() as i64)),
+        B::EnumJoin => {
+            let sep = match &x {
+                Value::Nil => String::new(),
+                Value::Str(s) => s.as_str().to_owned(),
+                other => return Err(expected("a string separator", other)),
+            };
+            let mut out = String::new();
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(&sep);
+                }
+                out.push_str(&to_string(v)?);
+            }
+            Ok(Value::from(out))
+        }
+        B::EnumAt => {
+            let i = int(&x)?;
+            let len = items.len() as i64;
+            let at = if i < 0 { len + i } else { i };
+            Ok(if (0..len).contains(&at) {
+                items[at as usize].clone()
+            } else {
+                y
+            })
+        }
+        B::EnumReverse => list(items.iter().rev().cloned().collect()),
+        B::EnumSum => {
+            let mut int_sum: i64 = 0;
+            let mut float_sum: Option<f64> = None;
+            for v in items.iter() {
+                match (v, &mut float_sum) {
+                    (Value::Int(i), None) => {
+                        int_sum = int_sum.checked_add(*i).ok_or("integer overflow")?
+                    }
+                    (Value::Int(i), Some(f)) => *f += *i as f64,
+                    (Value::Float(x), None) => float_sum = Some(int_sum as f64 + x),
+                    (Value::Float(x), Some(f)) => *f += x,
+                    (other, _) => return Err(expected("a list of numbers", other)),
+                }
+            }
+            Ok(float_sum.map_or(Value::Int(int_sum), Value::Float))
+        }
+        B::EnumMin | B::EnumMax => {
+            let mut best: Option<&Value> = None;
+            for v in items.iter() {
+                best = Some(match best {
+                    None => v,
+                    Some(b0) => {
+                        let o = compare(v, b0)?;
+                        if (b == B::EnumMin && o.is_lt()) || (b == B::EnumMax && o.is_gt()) {
+                            v
+                        } else {
+                            b0
+                        }
+                    }
+                });
+            }
+            best.cloned()
+                .ok_or_else(|| "empty list (Enum.EmptyError)".to_owned())
+        }
+        B::EnumSort => {
+            let mut v = items.to_vec();
+            let mut err = None;
+            v.sort_by(|p, q| {
+                compare(p, q).unwrap_or_else(|e| {
+                    err = Some(e);
+                    Ordering::Equal
+                })
+            });
+            match err {
+                Some(e) => Err(e),
+                None => list(v),
+            }
+        }
+        B::EnumUniq => {
+            let mut out: Vec<Value> = Vec::new();
+            for v in items.iter() {
+                if !out.iter().any(|o| o == v) {
+                    out.push(v.clone());
+                }
+            }
+            list(out)
+        }
+        B::EnumTake | B::EnumDrop => {
+            let n = int(&x)?;
+            let len = items.len();
+            let k = usize::try_from(n.unsigned_abs())
+                .unwrap_or(usize::MAX)
+                .min(len);
+            let range = match (b == B::EnumTake, n >= 0) {
+                (true, true) => 0..k,
+                (true, false) => len - k..len,
+                (false, true) => k..len,
+                (false, false) => 0..len - k,
+            };
+            list(items[range].to_vec())
+        }
+        B::EnumEmpty => Ok(Value::Bool(items.is_empty())),
+        B::EnumMember => Ok(Value::Bool(items.iter().any(|v| v == &x))),
+        B::EnumWithIndex => list(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| Value::Tuple(vec![v.clone(), Value::Int(i as i64)].into()))
+                .collect(),
+        ),
+        B::EnumToList => list(items.to_vec()),
+        B::EnumConcat => {
+            let more = elements(&x)?;
+            list(items.iter().chain(more.iter()).cloned().collect())
+        }
+        B::EnumZip => {
+            let other = elements(&x)?;
+            list(
+                items
+                    .iter()
+                    .zip(other.iter())
+                    .map(|(p, q)| Value::Tuple(vec![p.clone(), q.clone()].into()))
+                    .collect(),
+            )
+        }
+        B::EnumChunkEvery => {
+            let n = int(&x)?;
+            if n <= 0 {
+                return Err(expected("a positive chunk size", &x));
+            }
+            list(
+                items
+                    .chunks(n as usize)
+                    .map(|c| Value::List(c.into()))
+                    .collect(),
+            )
+        }
+        B::EnumSlice => {
+            let len = items.len() as i64;
+            let mut start = int(&x)?;
+            let count = int(&y)?;
+            if count < 0 {
+                return Err(expected("a non-negative count", &y));
+            }
+            if start < 0 {
+                start = (start + len).max(0);
+            }
+            if start >= len {
+                return list(Vec::new());
+            }
+            let end = start.saturating_add(count).min(len);
+            list(items[start as usize..end as usize].to_vec())
+        }
+        B::ListFirst => Ok(items.first().cloned().unwrap_or_default()),
+        B::ListLast => Ok(items.last().cloned().unwrap_or_default()),
+        B::ListFlatten => {
+            fn flat(items: &[Value], out: &mut Vec<Value>) {
+                for v in items {
+                    match v {
+                        Value::List(l) => flat(l, out),
+                        other => out.push(other.clone()),
+                    }
+                }
+            }
+            let mut out = Vec::new();
+            flat(&items, &mut out);
+            list(out)
+        }
+        _ => Err(format!("{b:?} is not a collection function")),
+    }
+}
+
+/// `x in enumerable`: membership by `===`, as Elixir's `Enum.member?` (so `1 in [1.0]` is
+/// false).
+pub(crate) fn member(x: &Value, collection: &Value) -> Result<bool, Failure> {
+    Ok(elements(collection)?.iter().any(|v| v == x))
+}

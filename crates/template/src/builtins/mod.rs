@@ -1,0 +1,417 @@
+//! Built-in functions: the parts of `Kernel`, `Enum`, `String`, `Integer`, `Float`, `Map` and
+//! `List` that templates use, with Elixir's semantics, resolved by name and arity at compile
+//! time ([`lookup`]) and run on evaluated arguments ([`call`]). Pure functions of values: they
+//! know nothing of frames or output.
+
+pub(crate) mod collections;
+mod text;
+
+use crate::float::float_string;
+use crate::ops::{describe, to_string};
+use crate::value::Value;
+
+/// A built-in function. `name/arity` in Elixir's spelling is [`Builtin::name`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub(crate) enum Builtin {
+    ToString,
+    Length,
+    Div,
+    Rem,
+    Abs,
+    Round,
+    Trunc,
+    Max,
+    Min,
+    Hd,
+    Tl,
+    Elem,
+    IsNil,
+    IsBinary,
+    IsInteger,
+    IsFloat,
+    IsNumber,
+    IsList,
+    IsMap,
+    IsAtom,
+    IsBoolean,
+    IsTuple,
+    MapSize,
+    TupleSize,
+    ByteSize,
+    Upcase,
+    Downcase,
+    EnumCount,
+    EnumJoin,
+    EnumAt,
+    EnumReverse,
+    EnumSum,
+    EnumMin,
+    EnumMax,
+    EnumSort,
+    EnumUniq,
+    EnumTake,
+    EnumDrop,
+    EnumEmpty,
+    EnumMember,
+    EnumWithIndex,
+    EnumToList,
+    EnumConcat,
+    EnumZip,
+    EnumChunkEvery,
+    EnumSlice,
+    StringLength,
+    StringCapitalize,
+    StringTrim,
+    StringTrimLeading,
+    StringTrimTrailing,
+    StringSplit,
+    StringReplace,
+    StringContains,
+    StringStartsWith,
+    StringEndsWith,
+    StringDuplicate,
+    StringPadLeading,
+    StringPadTrailing,
+    StringReverse,
+    StringSlice,
+    StringFirst,
+    StringLast,
+    StringAt,
+    StringToInteger,
+    IntegerParse,
+    FloatRound,
+    FloatFloor,
+    FloatCeil,
+    MapGet,
+    MapHasKey,
+    MapKeys,
+    MapValues,
+    ListFirst,
+    ListLast,
+    ListFlatten,
+}
+
+/// The names and arities each built-in answers to.
+const TABLE: &[(&str, &[usize], Builtin)] = &[
+    ("to_string", &[1], Builtin::ToString),
+    ("Kernel.to_string", &[1], Builtin::ToString),
+    ("String.Chars.to_string", &[1], Builtin::ToString),
+    ("Integer.to_string", &[1], Builtin::ToString),
+    ("Float.to_string", &[1], Builtin::ToString),
+    ("Atom.to_string", &[1], Builtin::ToString),
+    ("length", &[1], Builtin::Length),
+    ("div", &[2], Builtin::Div),
+    ("rem", &[2], Builtin::Rem),
+    ("abs", &[1], Builtin::Abs),
+    ("round", &[1], Builtin::Round),
+    ("trunc", &[1], Builtin::Trunc),
+    ("max", &[2], Builtin::Max),
+    ("min", &[2], Builtin::Min),
+    ("hd", &[1], Builtin::Hd),
+    ("tl", &[1], Builtin::Tl),
+    ("elem", &[2], Builtin::Elem),
+    ("is_nil", &[1], Builtin::IsNil),
+    ("is_binary", &[1], Builtin::IsBinary),
+    ("is_integer", &[1], Builtin::IsInteger),
+    ("is_float", &[1], Builtin::IsFloat),
+    ("is_number", &[1], Builtin::IsNumber),
+    ("is_list", &[1], Builtin::IsList),
+    ("is_map", &[1], Builtin::IsMap),
+    ("is_atom", &[1], Builtin::IsAtom),
+    ("is_boolean", &[1], Builtin::IsBoolean),
+    ("is_tuple", &[1], Builtin::IsTuple),
+    ("map_size", &[1], Builtin::MapSize),
+    ("tuple_size", &[1], Builtin::TupleSize),
+    ("byte_size", &[1], Builtin::ByteSize),
+    ("upcase", &[1], Builtin::Upcase),
+    ("String.upcase", &[1], Builtin::Upcase),
+    ("downcase", &[1], Builtin::Downcase),
+    ("String.downcase", &[1], Builtin::Downcase),
+    ("Enum.count", &[1], Builtin::EnumCount),
+    ("Enum.join", &[1, 2], Builtin::EnumJoin),
+    ("Enum.at", &[2, 3], Builtin::EnumAt),
+    ("Enum.reverse", &[1], Builtin::EnumReverse),
+    ("Enum.sum", &[1], Builtin::EnumSum),
+    ("Enum.min", &[1], Builtin::EnumMin),
+    ("Enum.max", &[1], Builtin::EnumMax),
+    ("Enum.sort", &[1], Builtin::EnumSort),
+    ("Enum.uniq", &[1], Builtin::EnumUniq),
+    ("Enum.take", &[2], Builtin::EnumTake),
+    ("Enum.drop", &[2], Builtin::EnumDrop),
+    ("Enum.empty?", &[1], Builtin::EnumEmpty),
+    ("Enum.member?", &[2], Builtin::EnumMember),
+    ("Enum.with_index", &[1], Builtin::EnumWithIndex),
+    ("Enum.to_list", &[1], Builtin::EnumToList),
+    ("Enum.concat", &[2], Builtin::EnumConcat),
+    ("Enum.zip", &[2], Builtin::EnumZip),
+    ("Enum.chunk_every", &[2], Builtin::EnumChunkEvery),
+    ("Enum.slice", &[3], Builtin::EnumSlice),
+    ("String.length", &[1], Builtin::StringLength),
+    ("String.capitalize", &[1], Builtin::StringCapitalize),
+    ("String.trim", &[1], Builtin::StringTrim),
+    ("String.trim_leading", &[1], Builtin::StringTrimLeading),
+    ("String.trim_trailing", &[1], Builtin::StringTrimTrailing),
+    ("String.split", &[1, 2], Builtin::StringSplit),
+    ("String.replace", &[3], Builtin::StringReplace),
+    ("String.contains?", &[2], Builtin::StringContains),
+    ("String.starts_with?", &[2], Builtin::StringStartsWith),
+    ("String.ends_with?", &[2], Builtin::StringEndsWith),
+    ("String.duplicate", &[2], Builtin::StringDuplicate),
+    ("String.pad_leading", &[2, 3], Builtin::StringPadLeading),
+    ("String.pad_trailing", &[2, 3], Builtin::StringPadTrailing),
+    ("String.reverse", &[1], Builtin::StringReverse),
+    ("String.slice", &[3], Builtin::StringSlice),
+    ("String.first", &[1], Builtin::StringFirst),
+    ("String.last", &[1], Builtin::StringLast),
+    ("String.at", &[2], Builtin::StringAt),
+    ("String.to_integer", &[1], Builtin::StringToInteger),
+    ("Integer.parse", &[1], Builtin::IntegerParse),
+    ("Float.round", &[1, 2], Builtin::FloatRound),
+    ("Float.floor", &[1], Builtin::FloatFloor),
+    ("Float.ceil", &[1], Builtin::FloatCeil),
+    ("Map.get", &[2, 3], Builtin::MapGet),
+    ("Map.has_key?", &[2], Builtin::MapHasKey),
+    ("Map.keys", &[1], Builtin::MapKeys),
+    ("Map.values", &[1], Builtin::MapValues),
+    ("List.first", &[1], Builtin::ListFirst),
+    ("List.last", &[1], Builtin::ListLast),
+    ("List.flatten", &[1], Builtin::ListFlatten),
+];
+
+/// The built-in called `name` with `arity` arguments.
+pub(crate) fn lookup(name: &str, arity: usize) -> Option<Builtin> {
+    TABLE
+        .iter()
+        .find(|(n, arities, _)| *n == name && arities.contains(&arity))
+        .map(|(_, _, b)| *b)
+}
+
+/// True when some built-in is called `name` (with another arity).
+pub(crate) fn exists(name: &str) -> bool {
+    TABLE.iter().any(|(n, _, _)| *n == name)
+}
+
+impl Builtin {
+    /// Whether the first argument may be a range (`Enum.sum(1..10)`): the compiler builds it.
+    pub(crate) fn takes_enumerable(self) -> bool {
+        TABLE
+            .iter()
+            .any(|(n, _, b)| *b == self && n.starts_with("Enum."))
+    }
+}
+
+/// What a built-in failed with: a message, blamed on the call.
+pub(crate) type Failure = String;
+
+/// Runs `b` on `args` (as many as [`lookup`] allowed).
+pub(crate) fn call(b: Builtin, args: Vec<Value>) -> Result<Value, Failure> {
+    use Builtin as B;
+    let mut args = args.into_iter();
+    let mut arg = || args.next().unwrap_or_default();
+    let a = arg();
+    Ok(match b {
+        B::ToString => Value::from(to_string(&a)?),
+        B::Length => match &a {
+            Value::List(l) => Value::Int(l.len() as i64),
+            Value::Map(m) => Value::Int(m.len() as i64),
+            Value::Str(s) => Value::Int(s.as_str().chars().count() as i64),
+            other => return Err(expected("a list", other)),
+        },
+        B::Div | B::Rem => {
+            let d = arg();
+            match (&a, &d) {
+                (Value::Int(_), Value::Int(0)) => {
+                    return Err(
+                        "bad argument in arithmetic expression: division by zero".to_owned()
+                    );
+                }
+                (Value::Int(x), Value::Int(y)) => Value::Int(if b == B::Div {
+                    x.checked_div(*y).ok_or("integer overflow")?
+                } else {
+                    x.checked_rem(*y).unwrap_or(0)
+                }),
+                _ => {
+                    return Err(format!(
+                        "expects two integers, not {} and {}",
+                        describe(&a),
+                        describe(&d)
+                    ));
+                }
+            }
+        }
+        B::Abs => match a {
+            Value::Int(i) => Value::Int(i.checked_abs().ok_or("integer overflow")?),
+            Value::Float(x) => Value::Float(x.abs()),
+            other => return Err(expected("a number", &other)),
+        },
+        B::Round | B::Trunc => match a {
+            Value::Int(i) => Value::Int(i),
+            Value::Float(x) => {
+                let r = if b == B::Round { x.round() } else { x.trunc() };
+                float_to_int(r)?
+            }
+            other => return Err(expected("a number", &other)),
+        },
+        B::Max | B::Min => {
+            let c = arg();
+            let ord = collections::compare(&a, &c)?;
+            let first = if b == B::Max {
+                ord.is_ge()
+            } else {
+                ord.is_le()
+            };
+            if first { a } else { c }
+        }
+        B::Hd | B::Tl => match &a {
+            Value::List(l) if !l.is_empty() => {
+                if b == B::Hd {
+                    l[0].clone()
+                } else {
+                    Value::List(l[1..].into())
+                }
+            }
+            other => return Err(expected("a non-empty list", other)),
+        },
+        B::Elem => match (&a, arg()) {
+            (Value::Tuple(t), Value::Int(i)) => usize::try_from(i)
+                .ok()
+                .and_then(|i| t.get(i).cloned())
+                .ok_or_else(|| format!("index {i} out of range"))?,
+            (other, _) => return Err(expected("a tuple and an integer index", other)),
+        },
+        B::IsNil => Value::Bool(matches!(a, Value::Nil)),
+        B::IsBinary => Value::Bool(matches!(a, Value::Str(_))),
+        B::IsInteger => Value::Bool(matches!(a, Value::Int(_))),
+        B::IsFloat => Value::Bool(matches!(a, Value::Float(_))),
+        B::IsNumber => Value::Bool(matches!(a, Value::Int(_) | Value::Float(_))),
+        B::IsList => Value::Bool(matches!(a, Value::List(_))),
+        B::IsMap => Value::Bool(matches!(a, Value::Map(_))),
+        B::IsAtom => Value::Bool(matches!(a, Value::Atom(_) | Value::Bool(_) | Value::Nil)),
+        B::IsBoolean => Value::Bool(matches!(a, Value::Bool(_))),
+        B::IsTuple => Value::Bool(matches!(a, Value::Tuple(_))),
+        B::MapSize => match &a {
+            Value::Map(m) => Value::Int(m.len() as i64),
+            other => return Err(expected("a map", other)),
+        },
+        B::TupleSize => match &a {
+            Value::Tuple(t) => Value::Int(t.len() as i64),
+            other => return Err(expected("a tuple", other)),
+        },
+        B::ByteSize => match &a {
+            Value::Str(s) => Value::Int(s.len() as i64),
+            other => return Err(expected("a string", other)),
+        },
+        B::FloatRound | B::FloatFloor | B::FloatCeil => {
+            let Value::Float(x) = a else {
+                return Err(expected("a float", &a));
+            };
+            let digits = match arg() {
+                Value::Nil => 0,
+                Value::Int(d) if (0..=15).contains(&d) => d as i32,
+                other => return Err(expected("a precision from 0 to 15", &other)),
+            };
+            Value::Float(match b {
+                B::FloatRound => round_half_up(x, digits),
+                B::FloatFloor => x.floor(),
+                _ => x.ceil(),
+            })
+        }
+        B::IntegerParse => {
+            let Value::Str(s) = &a else {
+                return Err(expected("a string", &a));
+            };
+            let t = s.as_str();
+            let sign = usize::from(t.starts_with(['-', '+']));
+            let digits = t[sign..].bytes().take_while(u8::is_ascii_digit).count();
+            if digits == 0 {
+                Value::atom("error")
+            } else {
+                let n: i64 = t[..sign + digits]
+                    .parse()
+                    .map_err(|_| "integer does not fit in 64 bits".to_owned())?;
+                Value::Tuple(vec![Value::Int(n), Value::from(&t[sign + digits..])].into())
+            }
+        }
+        _ if text::handles(b) => text::call(b, a, arg(), arg())?,
+        _ => collections::call(b, a, arg(), arg())?,
+    })
+}
+
+/// Rounds half away from zero at `digits` decimals, on the float's exact decimal expansion, as
+/// Elixir's `Float.round/2` does (`Float.round(2.675, 2)` is 2.67: the float is below 2.675).
+fn round_half_up(x: f64, digits: i32) -> f64 {
+    // Rust prints a float's exact decimal expansion when asked for enough digits.
+    let exact = format!("{:.1100}", x.abs());
+    let (int, frac) = exact.split_once('.').unwrap_or((&exact, ""));
+    let keep = &frac[..digits as usize];
+    let round_up = frac
+        .as_bytes()
+        .get(digits as usize)
+        .is_some_and(|&d| d >= b'5');
+    let mut n: Vec<u8> = format!("{int}{keep}").into_bytes();
+    if round_up {
+        let mut i = n.len();
+        loop {
+            if i == 0 {
+                n.insert(0, b'1');
+                break;
+            }
+            i -= 1;
+            if n[i] == b'9' {
+                n[i] = b'0';
+            } else {
+                n[i] += 1;
+                break;
+            }
+        }
+    }
+    let point = n.len() - digits as usize;
+    let text = format!(
+        "{}.{}",
+        std::str::from_utf8(&n[..point]).unwrap_or("0"),
+        std::str::from_utf8(&n[point..]).unwrap_or("0")
+    );
+    let r: f64 = text.parse().unwrap_or(x.abs());
+    if x.is_sign_negative() { -r } else { r }
+}
+
+fn float_to_int(x: f64) -> Result<Value, Failure> {
+    if x.is_finite() && x.abs() < 9.2e18 {
+        Ok(Value::Int(x as i64))
+    } else {
+        Err(format!(
+            "{} does not fit in a 64-bit integer",
+            float_string(x)
+        ))
+    }
+}
+
+/// "expected a list, not the integer 1".
+pub(crate) fn expected(what: &str, got: &Value) -> Failure {
+    format!("expected {what}, not {}", describe(got))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_round_rounds_the_exact_value_half_up() {
+        assert_eq!(round_half_up(2.675, 2), 2.67);
+        assert_eq!(round_half_up(0.125, 2), 0.13);
+        assert_eq!(round_half_up(-1.5, 0), -2.0);
+        assert_eq!(round_half_up(9.999, 2), 10.0);
+        assert_eq!(round_half_up(1.23456, 3), 1.235);
+    }
+
+    #[test]
+    fn every_name_resolves() {
+        for (name, arities, b) in TABLE {
+            for &n in *arities {
+                assert_eq!(lookup(name, n), Some(*b));
+            }
+        }
+        assert_eq!(lookup("Enum.join", 3), None);
+    }
+}

@@ -1,0 +1,172 @@
+//! `String` functions. Positions and lengths count code points, not grapheme clusters (see the
+//! crate docs: Elixir counts graphemes, which differs only for combining sequences and emoji
+//! built of several code points).
+
+use super::{Builtin, Failure, expected};
+use crate::value::Value;
+
+/// True for the built-ins this module runs.
+pub(super) fn handles(b: Builtin) -> bool {
+    use Builtin as B;
+    matches!(
+        b,
+        B::Upcase
+            | B::Downcase
+            | B::StringLength
+            | B::StringCapitalize
+            | B::StringTrim
+            | B::StringTrimLeading
+            | B::StringTrimTrailing
+            | B::StringSplit
+            | B::StringReplace
+            | B::StringContains
+            | B::StringStartsWith
+            | B::StringEndsWith
+            | B::StringDuplicate
+            | B::StringPadLeading
+            | B::StringPadTrailing
+            | B::StringReverse
+            | B::StringSlice
+            | B::StringFirst
+            | B::StringLast
+            | B::StringAt
+            | B::StringToInteger
+    )
+}
+
+fn string(v: &Value) -> Result<&str, Failure> {
+    match v {
+        Value::Str(s) => Ok(s.as_str()),
+        other => Err(expected("a string", other)),
+    }
+}
+
+fn int(v: &Value) -> Result<i64, Failure> {
+    match v {
+        Value::Int(i) => Ok(*i),
+        other => Err(expected("an integer", other)),
+    }
+}
+
+/// Elixir's whitespace for `trim` and `split/1`: Unicode whitespace.
+fn ws(c: char) -> bool {
+    c.is_whitespace()
+}
+
+/// Runs a `String` built-in on its (up to three) arguments.
+pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Failure> {
+    use Builtin as B;
+    let s = string(&a)?;
+    let chars = || s.chars();
+    let string_of = |t: String| Ok(Value::from(t));
+    match b {
+        B::Upcase => string_of(s.to_uppercase()),
+        B::Downcase => string_of(s.to_lowercase()),
+        B::StringLength => Ok(Value::Int(chars().count() as i64)),
+        B::StringCapitalize => {
+            let mut c = chars();
+            let first = c.next().map(|f| f.to_uppercase().collect::<String>());
+            string_of(first.unwrap_or_default() + &c.as_str().to_lowercase())
+        }
+        B::StringTrim => string_of(s.trim_matches(ws).to_owned()),
+        B::StringTrimLeading => string_of(s.trim_start_matches(ws).to_owned()),
+        B::StringTrimTrailing => string_of(s.trim_end_matches(ws).to_owned()),
+        B::StringSplit => Ok(Value::list(match &x {
+            Value::Nil => s
+                .split(ws)
+                .filter(|p| !p.is_empty())
+                .map(Value::from)
+                .collect::<Vec<_>>(),
+            sep => {
+                let sep = string(sep)?;
+                if sep.is_empty() {
+                    let mut parts: Vec<Value> =
+                        chars().map(|c| Value::from(c.to_string())).collect();
+                    parts.push(Value::from(""));
+                    parts.insert(0, Value::from(""));
+                    parts
+                } else {
+                    s.split(sep).map(Value::from).collect()
+                }
+            }
+        })),
+        B::StringReplace => {
+            let (from, to) = (string(&x)?, string(&y)?);
+            if from.is_empty() {
+                return Err("an empty pattern to replace".to_owned());
+            }
+            string_of(s.replace(from, to))
+        }
+        B::StringContains => Ok(Value::Bool(s.contains(string(&x)?))),
+        B::StringStartsWith => Ok(Value::Bool(s.starts_with(string(&x)?))),
+        B::StringEndsWith => Ok(Value::Bool(s.ends_with(string(&x)?))),
+        B::StringDuplicate => {
+            let n = usize::try_from(int(&x)?).map_err(|_| "a negative count".to_owned())?;
+            if s.len().saturating_mul(n) > 1 << 26 {
+                return Err("the result would be over 64 MiB".to_owned());
+            }
+            string_of(s.repeat(n))
+        }
+        B::StringPadLeading | B::StringPadTrailing => {
+            let width = usize::try_from(int(&x)?).map_err(|_| "a negative width".to_owned())?;
+            let pad = match &y {
+                Value::Nil => " ",
+                other => string(other)?,
+            };
+            if pad.is_empty() {
+                return Err("an empty padding".to_owned());
+            }
+            let len = chars().count();
+            let missing = width.saturating_sub(len).min(1 << 20);
+            let filler: String = pad.chars().cycle().take(missing).collect();
+            string_of(if b == B::StringPadLeading {
+                filler + s
+            } else {
+                s.to_owned() + &filler
+            })
+        }
+        B::StringReverse => string_of(chars().rev().collect()),
+        B::StringSlice => {
+            let len = chars().count() as i64;
+            let mut start = int(&x)?;
+            let count = int(&y)?;
+            if count < 0 {
+                return Err(expected("a non-negative length", &y));
+            }
+            if start < 0 {
+                start += len;
+            }
+            if start < 0 || start >= len {
+                return string_of(String::new());
+            }
+            string_of(chars().skip(start as usize).take(count as usize).collect())
+        }
+        B::StringFirst | B::StringLast => {
+            let c = if b == B::StringFirst {
+                chars().next()
+            } else {
+                chars().last()
+            };
+            Ok(c.map_or(Value::Nil, |c| Value::from(c.to_string())))
+        }
+        B::StringAt => {
+            let len = chars().count() as i64;
+            let mut i = int(&x)?;
+            if i < 0 {
+                i += len;
+            }
+            Ok(if (0..len).contains(&i) {
+                chars()
+                    .nth(i as usize)
+                    .map_or(Value::Nil, |c| Value::from(c.to_string()))
+            } else {
+                Value::Nil
+            })
+        }
+        B::StringToInteger => s
+            .parse::<i64>()
+            .map(Value::Int)
+            .map_err(|_| format!("{s:?} is not an integer (or does not fit in 64 bits)")),
+        _ => Err(format!("{b:?} is not a string function")),
+    }
+}

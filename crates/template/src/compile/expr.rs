@@ -1,0 +1,309 @@
+//! Expressions and patterns to [`Code`] and [`PatCode`]: names resolved (variables to slots,
+//! `@assigns` to indexes, functions to built-ins, registered functions or partials).
+
+use crate::ast::{BinOp, Expr, ExprKind, Pattern, Span};
+use crate::builtins::{self, Builtin};
+use crate::function::Function;
+use crate::lexer::SyntaxError;
+use crate::program::{Code, CodeKind, PatCode};
+use crate::value::{Str, Value};
+
+pub(super) type R<T> = Result<T, SyntaxError>;
+
+/// What names mean in one template being compiled.
+pub(super) struct Names<'a> {
+    /// The template's name, to resolve partial paths.
+    pub(super) template: &'a str,
+    /// Variables in scope and their slots, innermost last.
+    pub(super) scope: Vec<(String, usize)>,
+    pub(super) locals: usize,
+    pub(super) assigns: Vec<Str>,
+    pub(super) partials: Vec<(String, Span)>,
+    pub(super) functions: &'a [Function],
+}
+
+impl Names<'_> {
+    /// A new slot for variable `name`, shadowing any outer one.
+    pub(super) fn bind(&mut self, name: &str) -> usize {
+        // Slots of variables out of scope are not reused: frames are small either way.
+        let slot = self.fresh();
+        self.scope.push((name.to_owned(), slot));
+        slot
+    }
+
+    /// A slot no variable names (a `case` subject, a loop element being matched).
+    pub(super) fn fresh(&mut self) -> usize {
+        self.locals += 1;
+        self.locals - 1
+    }
+
+    fn lookup(&self, name: &str) -> Option<usize> {
+        self.scope
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, s)| *s)
+    }
+
+    /// A pattern, binding its variables (after whatever it is matched against was compiled:
+    /// `x = x + 1` reads the old `x`).
+    pub(super) fn pattern(&mut self, p: &Pattern) -> R<PatCode> {
+        Ok(match p {
+            Pattern::Var(None, _) => PatCode::Any,
+            Pattern::Var(Some(name), _) => PatCode::Bind(self.bind(name)),
+            Pattern::Lit(v, _) => PatCode::Lit(v.clone()),
+            Pattern::Pin(name, span) => match self.lookup(name) {
+                Some(slot) => PatCode::Pin(slot),
+                None => {
+                    return Err(SyntaxError::new(
+                        *span,
+                        format!("undefined variable `{name}` in `^{name}`"),
+                    ));
+                }
+            },
+            Pattern::Tuple(items, _) => {
+                PatCode::Tuple(items.iter().map(|i| self.pattern(i)).collect::<R<_>>()?)
+            }
+            Pattern::List(items, _) => {
+                PatCode::List(items.iter().map(|i| self.pattern(i)).collect::<R<_>>()?)
+            }
+        })
+    }
+
+    pub(super) fn expr(&mut self, e: &Expr) -> R<Code> {
+        let kind = match &e.kind {
+            ExprKind::Lit(v) => CodeKind::Lit(v.clone()),
+            ExprKind::Assign(name) => {
+                let i = match self.assigns.iter().position(|a| a.as_str() == name) {
+                    Some(i) => i,
+                    None => {
+                        self.assigns.push(Str::new(name));
+                        self.assigns.len() - 1
+                    }
+                };
+                CodeKind::Assign(i)
+            }
+            ExprKind::Var(name) => match self.lookup(name) {
+                Some(slot) => CodeKind::Local(slot),
+                None => {
+                    return Err(SyntaxError::new(
+                        e.span,
+                        format!("undefined variable `{name}` (did you mean `@{name}`?)"),
+                    ));
+                }
+            },
+            ExprKind::Field(inner, key) => {
+                CodeKind::Field(Box::new(self.expr(inner)?), Str::new(key))
+            }
+            ExprKind::Index(a, i) => {
+                CodeKind::Index(Box::new(self.expr(a)?), Box::new(self.expr(i)?))
+            }
+            ExprKind::Unary(op, a) => CodeKind::Unary(*op, Box::new(self.expr(a)?)),
+            ExprKind::Binary(BinOp::In, a, b) => match &b.kind {
+                ExprKind::Range(lo, hi) => CodeKind::InRange(
+                    Box::new(self.expr(a)?),
+                    Box::new(self.expr(lo)?),
+                    Box::new(self.expr(hi)?),
+                ),
+                _ => CodeKind::Binary(BinOp::In, Box::new(self.expr(a)?), Box::new(self.expr(b)?)),
+            },
+            ExprKind::Binary(op, a, b) => {
+                CodeKind::Binary(*op, Box::new(self.expr(a)?), Box::new(self.expr(b)?))
+            }
+            ExprKind::Range(..) => {
+                return Err(SyntaxError::new(
+                    e.span,
+                    "a range `first..last` can only be the generator of a `for`, the right side of `in` or an `Enum` function's argument",
+                ));
+            }
+            ExprKind::List(items) => CodeKind::List(self.exprs(items)?),
+            ExprKind::Tuple(items) => CodeKind::Tuple(self.exprs(items)?),
+            ExprKind::Map(entries) => {
+                let mut out = Vec::with_capacity(entries.len());
+                for (k, v) in entries {
+                    out.push((self.expr(k)?, self.expr(v)?));
+                }
+                CodeKind::Map(out)
+            }
+            ExprKind::Interp(parts) => CodeKind::Interp(self.exprs(parts)?),
+            ExprKind::If {
+                cond,
+                negate,
+                then,
+                otherwise,
+            } => CodeKind::If(
+                Box::new(self.expr(cond)?),
+                *negate,
+                Box::new(self.expr(then)?),
+                match otherwise {
+                    Some(o) => Some(Box::new(self.expr(o)?)),
+                    None => None,
+                },
+            ),
+            ExprKind::Call {
+                name,
+                name_span,
+                args,
+                kwargs,
+            } => self.call(name, *name_span, args, kwargs, e.span)?,
+        };
+        Ok(Code { kind, span: e.span })
+    }
+
+    fn exprs(&mut self, items: &[Expr]) -> R<Vec<Code>> {
+        items.iter().map(|i| self.expr(i)).collect()
+    }
+
+    fn call(
+        &mut self,
+        name: &str,
+        name_span: Span,
+        args: &[Expr],
+        kwargs: &[(String, Span, Expr)],
+        span: Span,
+    ) -> R<CodeKind> {
+        if name == "render" {
+            return self.partial(args, kwargs, span);
+        }
+        let arity = args.len() + usize::from(!kwargs.is_empty());
+        if !kwargs.is_empty() {
+            return Err(SyntaxError::new(
+                name_span,
+                format!("`{name}` takes no keyword arguments"),
+            ));
+        }
+        if name == "raw" || name == "Phoenix.HTML.raw" {
+            if args.len() != 1 {
+                return Err(SyntaxError::new(
+                    span,
+                    format!("`{name}` takes exactly one argument"),
+                ));
+            }
+            if let ExprKind::Lit(v) = &args[0].kind
+                && !matches!(v, Value::Str(_) | Value::Nil | Value::List(_))
+            {
+                return Err(SyntaxError::new(
+                    args[0].span,
+                    format!(
+                        "`raw` expects a string, safe HTML, a list or nil, not a {}",
+                        v.type_name()
+                    ),
+                ));
+            }
+            return Ok(CodeKind::Raw(Box::new(self.expr(&args[0])?)));
+        }
+        // Registered functions come first: an application may shadow a built-in.
+        if let Some(i) = self
+            .functions
+            .iter()
+            .position(|f| f.name == name && f.arity == arity)
+        {
+            return Ok(CodeKind::Native(i, self.exprs(args)?));
+        }
+        if let Some(b) = builtins::lookup(name, arity) {
+            return Ok(CodeKind::Builtin(b, self.builtin_args(b, args)?));
+        }
+        let known = builtins::exists(name) || self.functions.iter().any(|f| f.name == name);
+        Err(SyntaxError::new(
+            name_span,
+            if known {
+                format!("`{name}` does not take {arity} argument(s)")
+            } else {
+                format!("unknown function `{name}/{arity}`")
+            },
+        ))
+    }
+
+    /// Arguments of a built-in; an `Enum` function's first argument may be a range.
+    fn builtin_args(&mut self, b: Builtin, args: &[Expr]) -> R<Vec<Code>> {
+        let mut out = Vec::with_capacity(args.len());
+        for (i, a) in args.iter().enumerate() {
+            out.push(match &a.kind {
+                ExprKind::Range(lo, hi) if i == 0 && b.takes_enumerable() => Code {
+                    kind: CodeKind::RangeList(Box::new(self.expr(lo)?), Box::new(self.expr(hi)?)),
+                    span: a.span,
+                },
+                _ => self.expr(a)?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// `render("partial.html.eex", key: value)`.
+    fn partial(
+        &mut self,
+        args: &[Expr],
+        kwargs: &[(String, Span, Expr)],
+        span: Span,
+    ) -> R<CodeKind> {
+        let target = match args {
+            [
+                Expr {
+                    kind: ExprKind::Lit(Value::Str(s)),
+                    span,
+                },
+            ] => (s.as_str(), *span),
+            _ => {
+                return Err(SyntaxError::new(
+                    span,
+                    "`render` takes a template name as a string literal, then `key: value` assigns",
+                ));
+            }
+        };
+        let Some(resolved) = resolve(self.template, target.0) else {
+            return Err(SyntaxError::new(
+                target.1,
+                "partial path leaves the template root",
+            ));
+        };
+        let mut compiled = Vec::with_capacity(kwargs.len());
+        for (k, kspan, v) in kwargs {
+            if compiled.iter().any(|(n, _): &(Str, Code)| n.as_str() == k) {
+                return Err(SyntaxError::new(
+                    *kspan,
+                    format!("assign `{k}` given twice"),
+                ));
+            }
+            compiled.push((Str::new(k), self.expr(v)?));
+        }
+        let partial = match self.partials.iter().position(|(n, _)| *n == resolved) {
+            Some(i) => i,
+            None => {
+                self.partials.push((resolved, span));
+                self.partials.len() - 1
+            }
+        };
+        Ok(CodeKind::Partial {
+            partial,
+            args: compiled,
+        })
+    }
+}
+
+/// Resolves partial `rel` against the directory of template `from`: `"x.html.eex"` called from
+/// `"pages/a.html.eex"` is `"pages/x.html.eex"`; a leading `/` starts at the root; `..` goes up.
+/// `None` when the path climbs out of the root.
+pub(crate) fn resolve(from: &str, rel: &str) -> Option<String> {
+    let mut parts: Vec<&str> = Vec::new();
+    let rel = match rel.strip_prefix('/') {
+        Some(r) => r,
+        None => {
+            parts.extend(from.split('/'));
+            parts.pop();
+            rel
+        }
+    };
+    for p in rel.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            p => parts.push(p),
+        }
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    Some(parts.join("/"))
+}

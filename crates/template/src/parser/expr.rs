@@ -1,0 +1,582 @@
+//! Expressions: a cursor over one tag's tokens and precedence climbing with Elixir's operator
+//! table. The pipe is rewritten here (`a |> f(b)` is `f(a, b)`), and so is the one-line `if`.
+
+use crate::ast::{BinOp, Expr, ExprKind, Span, UnOp};
+use crate::lexer::{Part, SyntaxError, Tok, Token};
+use crate::value::Value;
+
+use super::MAX_NESTING;
+
+/// A cursor over the tokens of one tag (or of one `#{...}`).
+pub(super) struct Parser {
+    pub(super) tokens: Vec<Token>,
+    pub(super) pos: usize,
+    /// Offset of the end of the tag's contents, for "expected ... here" errors at the end.
+    pub(super) end: usize,
+    pub(super) depth: usize,
+}
+
+/// What an infix operator builds.
+enum Infix {
+    Bin(BinOp),
+    Range,
+    Pipe,
+    NotIn,
+}
+
+/// Binding power of an infix operator: (left, right); right = left + 1 is left-associative.
+/// The levels follow Elixir's table, loosest first: `or ||`, `and &&`, `== != === !==`,
+/// `< <= > >=`, `|>`, `in`, `.. <> ++` (right-associative), `+ -`, `* /`.
+fn infix(tok: &Tok, next: Option<&Tok>) -> Option<(u8, u8, Infix, usize)> {
+    let (bp, right_assoc, op, len) = match tok {
+        Tok::Ident(w) if w == "or" => (1, false, Infix::Bin(BinOp::Or), 1),
+        Tok::Sym("||") => (1, false, Infix::Bin(BinOp::OrElse), 1),
+        Tok::Ident(w) if w == "and" => (2, false, Infix::Bin(BinOp::And), 1),
+        Tok::Sym("&&") => (2, false, Infix::Bin(BinOp::AndAlso), 1),
+        Tok::Sym("==") => (3, false, Infix::Bin(BinOp::Eq), 1),
+        Tok::Sym("!=") => (3, false, Infix::Bin(BinOp::Ne), 1),
+        Tok::Sym("===") => (3, false, Infix::Bin(BinOp::StrictEq), 1),
+        Tok::Sym("!==") => (3, false, Infix::Bin(BinOp::StrictNe), 1),
+        Tok::Sym("<") => (4, false, Infix::Bin(BinOp::Lt), 1),
+        Tok::Sym("<=") => (4, false, Infix::Bin(BinOp::Le), 1),
+        Tok::Sym(">") => (4, false, Infix::Bin(BinOp::Gt), 1),
+        Tok::Sym(">=") => (4, false, Infix::Bin(BinOp::Ge), 1),
+        Tok::Sym("|>") => (5, false, Infix::Pipe, 1),
+        Tok::Ident(w) if w == "in" => (6, false, Infix::Bin(BinOp::In), 1),
+        Tok::Ident(w) if w == "not" && matches!(next, Some(Tok::Ident(n)) if n == "in") => {
+            (6, false, Infix::NotIn, 2)
+        }
+        Tok::Sym("..") => (7, true, Infix::Range, 1),
+        Tok::Sym("<>") => (7, true, Infix::Bin(BinOp::Concat), 1),
+        Tok::Sym("++") => (7, true, Infix::Bin(BinOp::ListConcat), 1),
+        Tok::Sym("+") => (8, false, Infix::Bin(BinOp::Add), 1),
+        Tok::Sym("-") => (8, false, Infix::Bin(BinOp::Sub), 1),
+        Tok::Sym("*") => (9, false, Infix::Bin(BinOp::Mul), 1),
+        Tok::Sym("/") => (9, false, Infix::Bin(BinOp::Div), 1),
+        _ => return None,
+    };
+    let l = bp * 2;
+    Some(if right_assoc {
+        (l, l, op, len)
+    } else {
+        (l, l + 1, op, len)
+    })
+}
+
+/// Binding power of prefix operators: above every infix operator.
+const PREFIX_BP: u8 = 20;
+
+impl Parser {
+    pub(super) fn new(tokens: Vec<Token>, end: usize) -> Parser {
+        Parser {
+            tokens,
+            pos: 0,
+            end,
+            depth: 0,
+        }
+    }
+
+    pub(super) fn peek(&self) -> Option<&Tok> {
+        self.tokens.get(self.pos).map(|t| &t.tok)
+    }
+
+    pub(super) fn peek_word(&self) -> Option<&str> {
+        match self.peek() {
+            Some(Tok::Ident(w)) => Some(w),
+            _ => None,
+        }
+    }
+
+    pub(super) fn here(&self) -> Span {
+        match self.tokens.get(self.pos) {
+            Some(t) => t.span,
+            None => Span::new(self.end, self.end),
+        }
+    }
+
+    fn next_token(&mut self) -> Option<Token> {
+        let t = self.tokens.get(self.pos).cloned();
+        self.pos += 1;
+        t
+    }
+
+    /// The span of the token just consumed.
+    fn prev_span(&self) -> Span {
+        self.tokens
+            .get(self.pos.saturating_sub(1))
+            .map_or(Span::new(self.end, self.end), |t| t.span)
+    }
+
+    pub(super) fn expect_sym(&mut self, sym: &str) -> Result<Span, SyntaxError> {
+        match self.tokens.get(self.pos) {
+            Some(Token {
+                tok: Tok::Sym(s),
+                span,
+            }) if *s == sym => {
+                let span = *span;
+                self.pos += 1;
+                Ok(span)
+            }
+            _ => Err(SyntaxError::new(self.here(), format!("expected `{sym}`"))),
+        }
+    }
+
+    pub(super) fn expect_word(&mut self, w: &str) -> Result<(), SyntaxError> {
+        if self.peek_word() == Some(w) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(SyntaxError::new(self.here(), format!("expected `{w}`")))
+        }
+    }
+
+    pub(super) fn eat_sym(&mut self, sym: &str) -> bool {
+        if matches!(self.peek(), Some(Tok::Sym(s)) if *s == sym) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    pub(super) fn expr(&mut self) -> Result<Expr, SyntaxError> {
+        self.expr_bp(0)
+    }
+
+    fn expr_bp(&mut self, min_bp: u8) -> Result<Expr, SyntaxError> {
+        self.depth += 1;
+        if self.depth > MAX_NESTING {
+            return Err(SyntaxError::new(
+                self.here(),
+                "expression nested too deeply",
+            ));
+        }
+        let mut lhs = self.prefix()?;
+        while let Some((l, r, op, len)) = self
+            .peek()
+            .and_then(|t| infix(t, self.tokens.get(self.pos + 1).map(|t| &t.tok)))
+        {
+            if l < min_bp {
+                break;
+            }
+            let op_span = self.here();
+            self.pos += len;
+            let rhs = self.expr_bp(r)?;
+            let span = lhs.span.to(rhs.span);
+            let kind = match op {
+                Infix::Bin(op) => ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
+                Infix::Range => ExprKind::Range(Box::new(lhs), Box::new(rhs)),
+                Infix::NotIn => ExprKind::Unary(
+                    UnOp::Not,
+                    Box::new(Expr {
+                        kind: ExprKind::Binary(BinOp::In, Box::new(lhs), Box::new(rhs)),
+                        span,
+                    }),
+                ),
+                Infix::Pipe => match rhs.kind {
+                    ExprKind::Call {
+                        name,
+                        name_span,
+                        mut args,
+                        kwargs,
+                    } => {
+                        args.insert(0, lhs);
+                        ExprKind::Call {
+                            name,
+                            name_span,
+                            args,
+                            kwargs,
+                        }
+                    }
+                    _ => {
+                        return Err(SyntaxError::new(
+                            op_span.to(rhs.span),
+                            "the right side of `|>` must be a function call, as in `x |> f(y)`",
+                        ));
+                    }
+                },
+            };
+            lhs = Expr { kind, span };
+        }
+        self.depth -= 1;
+        Ok(lhs)
+    }
+
+    fn prefix(&mut self) -> Result<Expr, SyntaxError> {
+        let span = self.here();
+        let op = match self.peek() {
+            Some(Tok::Ident(w)) if w == "not" => Some(UnOp::Not),
+            Some(Tok::Sym("!")) => Some(UnOp::Bang),
+            Some(Tok::Sym("-")) => Some(UnOp::Neg),
+            _ => None,
+        };
+        if let Some(op) = op {
+            self.pos += 1;
+            let inner = self.expr_bp(PREFIX_BP)?;
+            let span = span.to(inner.span);
+            // Fold `-literal` so that `-9223372036854775807 - 1` and `-1` are plain literals.
+            if op == UnOp::Neg {
+                match &inner.kind {
+                    ExprKind::Lit(Value::Int(n)) if n.checked_neg().is_some() => {
+                        return Ok(Expr {
+                            kind: ExprKind::Lit(Value::Int(-n)),
+                            span,
+                        });
+                    }
+                    ExprKind::Lit(Value::Float(x)) => {
+                        return Ok(Expr {
+                            kind: ExprKind::Lit(Value::Float(-x)),
+                            span,
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            return Ok(Expr {
+                kind: ExprKind::Unary(op, Box::new(inner)),
+                span,
+            });
+        }
+        let mut e = self.primary()?;
+        loop {
+            if self.eat_sym(".") {
+                let span = self.here();
+                match self.next_token() {
+                    Some(Token {
+                        tok: Tok::Ident(name),
+                        ..
+                    }) => {
+                        e = Expr {
+                            span: e.span.to(span),
+                            kind: ExprKind::Field(Box::new(e), name),
+                        };
+                    }
+                    _ => return Err(SyntaxError::new(span, "expected a key name after `.`")),
+                }
+            } else if matches!(self.peek(), Some(Tok::Sym("["))) && self.here().start == e.span.end
+            {
+                // `a[i]` only without a space: `f [1]` is not an index.
+                self.pos += 1;
+                let index = self.expr()?;
+                let close = self.expect_sym("]")?;
+                e = Expr {
+                    span: e.span.to(close),
+                    kind: ExprKind::Index(Box::new(e), Box::new(index)),
+                };
+            } else {
+                return Ok(e);
+            }
+        }
+    }
+
+    fn primary(&mut self) -> Result<Expr, SyntaxError> {
+        let span = self.here();
+        let Some(t) = self.next_token() else {
+            return Err(SyntaxError::new(span, "expected an expression"));
+        };
+        let lit = |v: Value| {
+            Ok(Expr {
+                kind: ExprKind::Lit(v),
+                span,
+            })
+        };
+        match t.tok {
+            Tok::Int(n) => lit(Value::Int(n)),
+            Tok::Float(x) => lit(Value::Float(x)),
+            Tok::Str(s) => lit(Value::from(s)),
+            Tok::Atom(a) => lit(Value::atom(&a)),
+            Tok::Interp(parts) => self.interpolation(parts, span),
+            Tok::Assign(name) => Ok(Expr {
+                kind: ExprKind::Assign(name),
+                span,
+            }),
+            Tok::Ident(w) if w == "true" => lit(Value::Bool(true)),
+            Tok::Ident(w) if w == "false" => lit(Value::Bool(false)),
+            Tok::Ident(w) if w == "nil" => lit(Value::Nil),
+            Tok::Ident(w) if w == "if" || w == "unless" => self.one_line_if(w == "unless", span),
+            Tok::Ident(w) if is_keyword(&w) => {
+                Err(SyntaxError::new(span, format!("unexpected keyword `{w}`")))
+            }
+            Tok::Ident(name) => {
+                if matches!(self.peek(), Some(Tok::Sym("("))) && self.here().start == span.end {
+                    self.call(name, span)
+                } else {
+                    Ok(Expr {
+                        kind: ExprKind::Var(name),
+                        span,
+                    })
+                }
+            }
+            Tok::Alias(module) => self.remote_call(module, span),
+            Tok::Sym("(") => {
+                let inner = self.expr()?;
+                let close = self.expect_sym(")")?;
+                Ok(Expr {
+                    kind: inner.kind,
+                    span: span.to(close),
+                })
+            }
+            Tok::Sym("[") => {
+                let items = self.items("]")?;
+                Ok(Expr {
+                    kind: ExprKind::List(items),
+                    span: span.to(self.prev_span()),
+                })
+            }
+            Tok::Sym("{") => {
+                let items = self.items("}")?;
+                Ok(Expr {
+                    kind: ExprKind::Tuple(items),
+                    span: span.to(self.prev_span()),
+                })
+            }
+            Tok::Sym("%{") => self.map(span),
+            Tok::Sym("^") => match self.next_token() {
+                // A pin is only meaningful in a pattern; the pattern converter checks where.
+                Some(Token {
+                    tok: Tok::Ident(name),
+                    span: s,
+                }) => Ok(Expr {
+                    kind: ExprKind::Call {
+                        name: "^".to_owned(),
+                        name_span: span,
+                        args: vec![Expr {
+                            kind: ExprKind::Var(name),
+                            span: s,
+                        }],
+                        kwargs: Vec::new(),
+                    },
+                    span: span.to(s),
+                }),
+                _ => Err(SyntaxError::new(span, "`^` must be followed by a variable")),
+            },
+            Tok::Key(k) => Err(SyntaxError::new(
+                span,
+                format!("unexpected keyword argument `{k}:` outside a call"),
+            )),
+            Tok::Sym(s) => Err(SyntaxError::new(span, format!("unexpected `{s}`"))),
+        }
+    }
+
+    /// `Module.function(...)`: only calls, e.g. `String.upcase(x)`; `Phoenix.HTML.raw` too.
+    fn remote_call(&mut self, module: String, span: Span) -> Result<Expr, SyntaxError> {
+        let mut module = module;
+        loop {
+            self.expect_sym(".")?;
+            let fspan = self.here();
+            match self.next_token() {
+                Some(Token {
+                    tok: Tok::Alias(more),
+                    ..
+                }) => module = format!("{module}.{more}"),
+                Some(Token {
+                    tok: Tok::Ident(f), ..
+                }) if matches!(self.peek(), Some(Tok::Sym("("))) => {
+                    return self.call(format!("{module}.{f}"), span.to(fspan));
+                }
+                _ => {
+                    return Err(SyntaxError::new(
+                        fspan,
+                        format!("expected a function call after `{module}.`"),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Comma-separated expressions up to `close` (the opening bracket is consumed).
+    fn items(&mut self, close: &str) -> Result<Vec<Expr>, SyntaxError> {
+        let mut items = Vec::new();
+        if !self.eat_sym(close) {
+            loop {
+                items.push(self.expr()?);
+                if self.eat_sym(close) {
+                    break;
+                }
+                self.expect_sym(",")?;
+            }
+        }
+        Ok(items)
+    }
+
+    /// `%{k => v, key: v}`; `%{` is consumed.
+    fn map(&mut self, span: Span) -> Result<Expr, SyntaxError> {
+        let mut entries = Vec::new();
+        if !self.eat_sym("}") {
+            loop {
+                if let Some(Token {
+                    tok: Tok::Key(k),
+                    span: kspan,
+                }) = self.tokens.get(self.pos).cloned()
+                {
+                    self.pos += 1;
+                    let key = Expr {
+                        kind: ExprKind::Lit(Value::atom(&k)),
+                        span: kspan,
+                    };
+                    entries.push((key, self.expr()?));
+                } else {
+                    let key = self.expr()?;
+                    self.expect_sym("=>")?;
+                    entries.push((key, self.expr()?));
+                }
+                if self.eat_sym("}") {
+                    break;
+                }
+                self.expect_sym(",")?;
+            }
+        }
+        Ok(Expr {
+            kind: ExprKind::Map(entries),
+            span: span.to(self.prev_span()),
+        })
+    }
+
+    /// `"a #{b} c"`: each `#{...}` parsed on its own tokens.
+    fn interpolation(&mut self, parts: Vec<Part>, span: Span) -> Result<Expr, SyntaxError> {
+        let mut out = Vec::with_capacity(parts.len());
+        for part in parts {
+            match part {
+                Part::Lit(s) => out.push(Expr {
+                    kind: ExprKind::Lit(Value::from(s)),
+                    span,
+                }),
+                Part::Code(tokens, code) => {
+                    if tokens.is_empty() {
+                        // `#{}` is nil, which converts to "".
+                        out.push(Expr {
+                            kind: ExprKind::Lit(Value::Nil),
+                            span: code,
+                        });
+                        continue;
+                    }
+                    let mut p = Parser::new(tokens, code.end);
+                    p.depth = self.depth;
+                    let e = p.expr()?;
+                    if let Some(t) = p.tokens.get(p.pos) {
+                        return Err(SyntaxError::new(
+                            t.span,
+                            "unexpected token after expression",
+                        ));
+                    }
+                    out.push(e);
+                }
+            }
+        }
+        Ok(Expr {
+            kind: ExprKind::Interp(out),
+            span,
+        })
+    }
+
+    /// `if c, do: a, else: b` or `if(c, do: a, else: b)`; `if` is consumed.
+    fn one_line_if(&mut self, negate: bool, span: Span) -> Result<Expr, SyntaxError> {
+        let paren = matches!(self.peek(), Some(Tok::Sym("("))) && self.here().start == span.end;
+        if paren {
+            self.pos += 1;
+        }
+        let cond = self.expr()?;
+        self.expect_sym(",")?;
+        let mut then = None;
+        let mut otherwise = None;
+        loop {
+            let kspan = self.here();
+            match self.next_token() {
+                Some(Token {
+                    tok: Tok::Key(k), ..
+                }) if k == "do" && then.is_none() => then = Some(Box::new(self.expr()?)),
+                Some(Token {
+                    tok: Tok::Key(k), ..
+                }) if k == "else" && then.is_some() && otherwise.is_none() => {
+                    otherwise = Some(Box::new(self.expr()?))
+                }
+                _ => {
+                    return Err(SyntaxError::new(
+                        kspan,
+                        "expected `do:` (then `else:`) in a one-line `if`",
+                    ));
+                }
+            }
+            if !self.eat_sym(",") {
+                break;
+            }
+        }
+        if paren {
+            self.expect_sym(")")?;
+        }
+        let Some(then) = then else {
+            return Err(SyntaxError::new(self.here(), "expected `do:`"));
+        };
+        Ok(Expr {
+            span: span.to(self.prev_span()),
+            kind: ExprKind::If {
+                cond: Box::new(cond),
+                negate,
+                then,
+                otherwise,
+            },
+        })
+    }
+
+    /// `name(args..., key: value...)`; the `(` is next.
+    fn call(&mut self, name: String, name_span: Span) -> Result<Expr, SyntaxError> {
+        self.expect_sym("(")?;
+        let mut args = Vec::new();
+        let mut kwargs = Vec::new();
+        if !self.eat_sym(")") {
+            loop {
+                if let Some(Token {
+                    tok: Tok::Key(k),
+                    span,
+                }) = self.tokens.get(self.pos).cloned()
+                {
+                    self.pos += 1;
+                    kwargs.push((k, span, self.expr()?));
+                } else if !kwargs.is_empty() {
+                    return Err(SyntaxError::new(
+                        self.here(),
+                        "positional arguments must come before keyword arguments",
+                    ));
+                } else {
+                    args.push(self.expr()?);
+                }
+                if self.eat_sym(")") {
+                    break;
+                }
+                self.expect_sym(",")?;
+            }
+        }
+        let close = self.prev_span();
+        Ok(Expr {
+            kind: ExprKind::Call {
+                name,
+                name_span,
+                args,
+                kwargs,
+            },
+            span: name_span.to(close),
+        })
+    }
+}
+
+pub(super) fn is_keyword(w: &str) -> bool {
+    matches!(
+        w,
+        "do" | "end"
+            | "else"
+            | "for"
+            | "if"
+            | "unless"
+            | "case"
+            | "cond"
+            | "true"
+            | "false"
+            | "nil"
+            | "and"
+            | "or"
+            | "not"
+            | "in"
+            | "fn"
+            | "when"
+    )
+}

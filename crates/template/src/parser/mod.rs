@@ -1,0 +1,551 @@
+//! Parser: tags and text to a tree of [`Node`]s, with block structure (`for`, `if`, `unless`,
+//! `case`, `cond`, `else`, `->` clauses, `end`) checked. Expressions are parsed in `expr.rs`,
+//! patterns checked in `pattern.rs`.
+
+mod expr;
+mod pattern;
+
+use crate::ast::{Clause, Expr, ExprKind, Node, Qualifier, Span};
+use crate::lexer::{Piece, SyntaxError, TagKind, Tok, Token, split, tokenize};
+use expr::{Parser, is_keyword};
+use pattern::{check_bindings, to_pattern};
+
+/// Deepest nesting of expressions and blocks the parser accepts. A guess with a wide margin:
+/// real templates nest a handful of levels; this bounds recursion so no input overflows the stack.
+pub(crate) const MAX_NESTING: usize = 64;
+
+/// A block opened by a tag and not yet closed.
+struct Open {
+    kind: OpenKind,
+    span: Span,
+    /// Opened with `<%`: EEx evaluates it and drops its value, so it outputs nothing.
+    silent: bool,
+    body: Vec<Node>,
+    otherwise: Option<Vec<Node>>,
+}
+
+enum OpenKind {
+    For(Vec<Qualifier>),
+    If {
+        cond: Expr,
+        negate: bool,
+    },
+    /// `clauses` are complete; `pending` is the clause whose body is being read.
+    Case {
+        subject: Expr,
+        clauses: Vec<Clause>,
+        pending: Option<(crate::ast::Pattern, Option<Expr>)>,
+    },
+    Cond {
+        clauses: Vec<(Expr, Vec<Node>)>,
+        pending: Option<Expr>,
+    },
+}
+
+impl OpenKind {
+    fn word(&self) -> &'static str {
+        match self {
+            OpenKind::For(_) => "for",
+            OpenKind::If { negate: false, .. } => "if",
+            OpenKind::If { negate: true, .. } => "unless",
+            OpenKind::Case { .. } => "case",
+            OpenKind::Cond { .. } => "cond",
+        }
+    }
+}
+
+impl Open {
+    /// Closes the clause being read (of a `case` or `cond`), if any.
+    fn end_clause(&mut self) {
+        let body = std::mem::take(&mut self.body);
+        match &mut self.kind {
+            OpenKind::Case {
+                clauses, pending, ..
+            } => {
+                if let Some((pattern, guard)) = pending.take() {
+                    clauses.push(Clause {
+                        pattern,
+                        guard,
+                        body,
+                    });
+                }
+            }
+            OpenKind::Cond { clauses, pending } => {
+                if let Some(cond) = pending.take() {
+                    clauses.push((cond, body));
+                }
+            }
+            OpenKind::For(_) | OpenKind::If { .. } => self.body = body,
+        }
+    }
+
+    fn close(mut self) -> Result<Node, SyntaxError> {
+        self.end_clause();
+        Ok(match self.kind {
+            OpenKind::For(qualifiers) => Node::For {
+                qualifiers,
+                body: self.body,
+            },
+            OpenKind::If { cond, negate } => Node::If {
+                cond,
+                negate,
+                then: self.body,
+                otherwise: self.otherwise.unwrap_or_default(),
+            },
+            OpenKind::Case {
+                subject, clauses, ..
+            } => {
+                if clauses.is_empty() {
+                    return Err(SyntaxError::new(
+                        self.span,
+                        "`case` needs at least one `<% pattern -> %>` clause",
+                    ));
+                }
+                Node::Case { subject, clauses }
+            }
+            OpenKind::Cond { clauses, .. } => {
+                if clauses.is_empty() {
+                    return Err(SyntaxError::new(
+                        self.span,
+                        "`cond` needs at least one `<% condition -> %>` clause",
+                    ));
+                }
+                Node::Cond { clauses }
+            }
+        })
+    }
+
+    /// Where nodes go now: the `else` branch once it has begun.
+    fn nodes(&mut self) -> &mut Vec<Node> {
+        match &mut self.otherwise {
+            Some(o) => o,
+            None => &mut self.body,
+        }
+    }
+
+    /// A `case`/`cond` before its first clause: only whitespace may stand there.
+    fn awaiting_clause(&self) -> bool {
+        matches!(
+            &self.kind,
+            OpenKind::Case { pending: None, clauses, .. } if clauses.is_empty()
+        ) || matches!(
+            &self.kind,
+            OpenKind::Cond { pending: None, clauses } if clauses.is_empty()
+        )
+    }
+}
+
+fn current<'a>(stack: &'a mut [Open], top: &'a mut Vec<Node>) -> &'a mut Vec<Node> {
+    match stack.last_mut() {
+        Some(open) => open.nodes(),
+        None => top,
+    }
+}
+
+/// What a tag holds.
+enum Tag {
+    End,
+    Else,
+    Open(OpenKind),
+    /// `pattern [when guard] ->` (a `case` clause) or `condition ->` (a `cond` clause): the
+    /// tokens before `->`.
+    Clause(Vec<Token>),
+    Expr(Expr),
+    Bind(crate::ast::Pattern, Expr),
+}
+
+/// Parses a whole template.
+pub(crate) fn parse(src: &str, trim: bool) -> Result<Vec<Node>, SyntaxError> {
+    let mut stack: Vec<Open> = Vec::new();
+    let mut nodes: Vec<Node> = Vec::new();
+    for piece in split(src, trim)? {
+        let (kind, open, inner) = match piece {
+            Piece::Text(t) => {
+                if let Some(open) = stack.last()
+                    && open.awaiting_clause()
+                {
+                    if t.trim().is_empty() {
+                        continue;
+                    }
+                    return Err(SyntaxError::new(
+                        open.span,
+                        format!(
+                            "only whitespace may stand between `{} ... do` and its first clause",
+                            open.kind.word()
+                        ),
+                    ));
+                }
+                current(&mut stack, &mut nodes).push(Node::Text(t));
+                continue;
+            }
+            Piece::Tag { kind, open, inner } => (kind, open, inner),
+        };
+        let tokens = tokenize(src, inner)?;
+        let tag_span = Span::new(open.start, inner.end + 2);
+        match classify(tokens, tag_span)? {
+            Tag::End => {
+                let Some(block) = stack.pop() else {
+                    return Err(SyntaxError::new(
+                        tag_span,
+                        "`end` without an open `for`, `if`, `unless`, `case` or `cond`",
+                    ));
+                };
+                let silent = block.silent;
+                let node = block.close()?;
+                // A block opened with `<%` outputs nothing (EEx evaluates it and drops the
+                // value): it is checked, then left out.
+                if !silent {
+                    current(&mut stack, &mut nodes).push(node);
+                }
+            }
+            Tag::Else => match stack.last_mut() {
+                Some(open) => match (&open.kind, &open.otherwise) {
+                    (OpenKind::If { .. }, None) => open.otherwise = Some(Vec::new()),
+                    (OpenKind::If { .. }, Some(_)) => {
+                        return Err(SyntaxError::new(tag_span, "a second `else` in one block"));
+                    }
+                    (other, _) => {
+                        return Err(SyntaxError::new(
+                            tag_span,
+                            format!("`{}` has no `else` branch", other.word()),
+                        ));
+                    }
+                },
+                None => {
+                    return Err(SyntaxError::new(
+                        tag_span,
+                        "`else` outside an `if` or `unless` block",
+                    ));
+                }
+            },
+            Tag::Clause(tokens) => {
+                let Some(open) = stack.last_mut() else {
+                    return Err(SyntaxError::new(
+                        tag_span,
+                        "a `->` clause outside a `case` or `cond` block",
+                    ));
+                };
+                open.end_clause();
+                let end = tokens.last().map_or(tag_span.end, |t| t.span.end);
+                let mut p = Parser::new(tokens, end);
+                match &mut open.kind {
+                    OpenKind::Case { pending, .. } => {
+                        let pattern = to_pattern(p.expr()?)?;
+                        check_bindings(&pattern)?;
+                        let guard = if p.peek_word() == Some("when") {
+                            p.pos += 1;
+                            Some(p.expr()?)
+                        } else {
+                            None
+                        };
+                        *pending = Some((pattern, guard));
+                    }
+                    OpenKind::Cond { pending, .. } => *pending = Some(p.expr()?),
+                    other => {
+                        return Err(SyntaxError::new(
+                            tag_span,
+                            format!("`{}` has no `->` clauses", other.word()),
+                        ));
+                    }
+                }
+                if let Some(t) = p.tokens.get(p.pos) {
+                    return Err(SyntaxError::new(t.span, "unexpected token before `->`"));
+                }
+            }
+            Tag::Open(block) => {
+                if stack.len() >= MAX_NESTING {
+                    return Err(SyntaxError::new(tag_span, "blocks nested too deeply"));
+                }
+                stack.push(Open {
+                    kind: block,
+                    span: tag_span,
+                    silent: kind == TagKind::Exec,
+                    body: Vec::new(),
+                    otherwise: None,
+                });
+            }
+            Tag::Expr(e) => {
+                let node = match kind {
+                    TagKind::Output => Node::Output(e),
+                    TagKind::Exec => Node::Exec(e),
+                };
+                current(&mut stack, &mut nodes).push(node);
+            }
+            Tag::Bind(pattern, value) => {
+                current(&mut stack, &mut nodes).push(Node::Bind {
+                    pattern,
+                    value,
+                    output: kind == TagKind::Output,
+                });
+            }
+        }
+        if let Some(open) = stack.last()
+            && open.awaiting_clause()
+            && !current_is_empty(&stack)
+        {
+            return Err(SyntaxError::new(
+                tag_span,
+                format!("expected a `->` clause in `{}`", open.kind.word()),
+            ));
+        }
+    }
+    if let Some(open) = stack.pop() {
+        return Err(SyntaxError::new(
+            open.span,
+            format!(
+                "`{}` block is never closed with `<% end %>`",
+                open.kind.word()
+            ),
+        ));
+    }
+    Ok(nodes)
+}
+
+fn current_is_empty(stack: &[Open]) -> bool {
+    stack.last().is_none_or(|o| o.body.is_empty())
+}
+
+fn classify(tokens: Vec<Token>, tag_span: Span) -> Result<Tag, SyntaxError> {
+    let first = match tokens.first() {
+        Some(Token {
+            tok: Tok::Ident(w), ..
+        }) => Some(w.clone()),
+        _ => None,
+    };
+    match (first.as_deref(), tokens.len()) {
+        (_, 0) => return Err(SyntaxError::new(tag_span, "empty tag")),
+        (Some("end"), 1) => return Ok(Tag::End),
+        (Some("else"), 1) => return Ok(Tag::Else),
+        _ => {}
+    }
+    if matches!(
+        tokens.last(),
+        Some(Token {
+            tok: Tok::Sym("->"),
+            ..
+        })
+    ) {
+        let mut tokens = tokens;
+        tokens.pop();
+        if tokens.is_empty() {
+            return Err(SyntaxError::new(tag_span, "expected a pattern before `->`"));
+        }
+        return Ok(Tag::Clause(tokens));
+    }
+    let mut p = Parser::new(tokens, tag_span.end.saturating_sub(2));
+    let ends_with_do =
+        matches!(p.tokens.last(), Some(Token { tok: Tok::Ident(w), .. }) if w == "do");
+    let tag = match first.as_deref() {
+        Some("for") => {
+            p.pos = 1;
+            Tag::Open(OpenKind::For(qualifiers(&mut p)?))
+        }
+        Some(w @ ("if" | "unless")) if ends_with_do => {
+            p.pos = 1;
+            let negate = w == "unless";
+            let cond = p.expr()?;
+            p.expect_word("do")?;
+            Tag::Open(OpenKind::If { cond, negate })
+        }
+        Some("case") => {
+            p.pos = 1;
+            let subject = p.expr()?;
+            p.expect_word("do")?;
+            Tag::Open(OpenKind::Case {
+                subject,
+                clauses: Vec::new(),
+                pending: None,
+            })
+        }
+        Some("cond") => {
+            p.pos = 1;
+            p.expect_word("do")?;
+            Tag::Open(OpenKind::Cond {
+                clauses: Vec::new(),
+                pending: None,
+            })
+        }
+        Some(w @ ("end" | "else" | "do")) => {
+            return Err(SyntaxError::new(
+                p.tokens[0].span,
+                format!("`{w}` must stand alone in its tag"),
+            ));
+        }
+        _ => {
+            let e = p.expr()?;
+            if p.eat_sym("=") {
+                let pattern = to_pattern(e)?;
+                check_bindings(&pattern)?;
+                let value = p.expr()?;
+                end_of_tag(&p)?;
+                return Ok(Tag::Bind(pattern, value));
+            }
+            if p.peek_word() == Some("do") {
+                return Err(SyntaxError::new(
+                    p.tokens[p.pos].span,
+                    "only `for`, `if`, `unless`, `case` and `cond` open blocks",
+                ));
+            }
+            Tag::Expr(e)
+        }
+    };
+    end_of_tag(&p)?;
+    Ok(tag)
+}
+
+fn end_of_tag(p: &Parser) -> Result<(), SyntaxError> {
+    match p.tokens.get(p.pos) {
+        Some(t) => Err(SyntaxError::new(
+            t.span,
+            "unexpected token after expression",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// `pattern <- expr, filter, pattern <- expr ... do` (after `for`).
+fn qualifiers(p: &mut Parser) -> Result<Vec<Qualifier>, SyntaxError> {
+    let mut out = Vec::new();
+    loop {
+        let e = p.expr()?;
+        if p.eat_sym("<-") {
+            if let ExprKind::Var(name) = &e.kind
+                && is_keyword(name)
+            {
+                return Err(SyntaxError::new(e.span, "expected a variable name"));
+            }
+            let pattern = to_pattern(e)?;
+            check_bindings(&pattern)?;
+            out.push(Qualifier::Gen(pattern, p.expr()?));
+        } else if out.is_empty() {
+            return Err(SyntaxError::new(p.here(), "expected `<-`"));
+        } else {
+            out.push(Qualifier::Filter(e));
+        }
+        if p.peek_word() == Some("do") {
+            p.pos += 1;
+            return Ok(out);
+        }
+        p.expect_sym(",")?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expr(s: &str) -> Expr {
+        let src = format!("<%= {s} %>");
+        match parse(&src, false).unwrap().pop() {
+            Some(Node::Output(e)) => e,
+            other => panic!("not an output: {other:?}"),
+        }
+    }
+
+    fn shape(e: &Expr) -> String {
+        match &e.kind {
+            ExprKind::Lit(v) => format!("{v:?}"),
+            ExprKind::Assign(n) => format!("@{n}"),
+            ExprKind::Var(n) => n.clone(),
+            ExprKind::Field(e, k) => format!("{}.{k}", shape(e)),
+            ExprKind::Index(e, i) => format!("{}[{}]", shape(e), shape(i)),
+            ExprKind::Unary(op, e) => format!("({op:?} {})", shape(e)),
+            ExprKind::Binary(op, a, b) => {
+                format!("({} {} {})", shape(a), op.symbol(), shape(b))
+            }
+            ExprKind::Range(a, b) => format!("({}..{})", shape(a), shape(b)),
+            ExprKind::List(items) | ExprKind::Tuple(items) | ExprKind::Interp(items) => {
+                format!(
+                    "[{}]",
+                    items.iter().map(shape).collect::<Vec<_>>().join(",")
+                )
+            }
+            ExprKind::Map(entries) => entries
+                .iter()
+                .map(|(k, v)| format!("{}=>{}", shape(k), shape(v)))
+                .collect::<Vec<_>>()
+                .join(","),
+            ExprKind::If {
+                cond,
+                then,
+                otherwise,
+                ..
+            } => format!(
+                "if({},{},{})",
+                shape(cond),
+                shape(then),
+                otherwise.as_ref().map_or("-".to_owned(), |o| shape(o))
+            ),
+            ExprKind::Call {
+                name, args, kwargs, ..
+            } => format!(
+                "{name}({}{})",
+                args.iter().map(shape).collect::<Vec<_>>().join(","),
+                kwargs
+                    .iter()
+                    .map(|(k, _, v)| format!(",{k}:{}", shape(v)))
+                    .collect::<String>()
+            ),
+        }
+    }
+
+    #[test]
+    fn precedence_and_associativity() {
+        assert_eq!(shape(&expr("1 + 2 * 3")), "(1 + (2 * 3))");
+        assert_eq!(shape(&expr("1 - 2 - 3")), "((1 - 2) - 3)");
+        assert_eq!(
+            shape(&expr("\"a\" <> \"b\" <> \"c\"")),
+            "(\"a\" <> (\"b\" <> \"c\"))"
+        );
+        assert_eq!(
+            shape(&expr("a.b[0] == 1 and not c or d")),
+            "(((a.b[0] == 1) and (Not c)) or d)"
+        );
+        assert_eq!(shape(&expr("1..@n + 1")), "(1..(@n + 1))");
+        assert_eq!(shape(&expr("-5")), "-5");
+        assert_eq!(
+            shape(&expr("render(\"x.html.eex\", a: 1, b: @b)")),
+            "render(\"x.html.eex\",a:1,b:@b)"
+        );
+        assert_eq!(shape(&expr("String.upcase(x)")), "String.upcase(x)");
+        assert_eq!(
+            shape(&expr("@xs |> Enum.map(1) |> Enum.join(\",\")")),
+            "Enum.join(Enum.map(@xs,1),\",\")"
+        );
+        assert_eq!(shape(&expr("a in [1] and b")), "((a in [1]) and b)");
+        assert_eq!(shape(&expr("if a, do: 1, else: 2")), "if(a,1,2)");
+        assert_eq!(shape(&expr("x not in [1]")), "(Not (x in [1]))");
+    }
+
+    #[test]
+    fn blocks_nest() {
+        let nodes = parse(
+            "<%= for x <- @xs do %><%= if x do %>a<% else %>b<% end %><% end %>",
+            false,
+        )
+        .unwrap();
+        match &nodes[..] {
+            [Node::For { body, .. }] => match &body[..] {
+                [
+                    Node::If {
+                        then, otherwise, ..
+                    },
+                ] => {
+                    assert_eq!((then.len(), otherwise.len()), (1, 1));
+                }
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let src = format!("<%= {}1{} %>", "(".repeat(10_000), ")".repeat(10_000));
+        assert!(parse(&src, false).is_err());
+        let src = format!("<%= {}1 %>", "-".repeat(10_000));
+        assert!(parse(&src, false).is_err());
+        let src = "<%= if true do %>".repeat(1000);
+        assert!(parse(&src, false).is_err());
+    }
+}

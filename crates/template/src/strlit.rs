@@ -1,0 +1,199 @@
+//! String literals: Elixir's escapes and the spans of `#{...}` interpolations. Knows nothing of
+//! tokens, so the lexer (which tokenizes the interpolated code) can use it without a cycle.
+
+use crate::span::{Span, SyntaxError};
+
+/// A piece of a string literal.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum RawPart {
+    /// Literal text, escapes decoded.
+    Lit(String),
+    /// The code inside `#{` and `}` (not yet tokenized).
+    Code(Span),
+}
+
+/// Lexes the double-quoted string whose opening quote is at `i`, up to `end`. Returns its parts
+/// (one `Lit` when nothing is interpolated) and the offset after the closing quote.
+pub(crate) fn string(
+    src: &str,
+    i: usize,
+    end: usize,
+) -> Result<(Vec<RawPart>, usize), SyntaxError> {
+    let b = src.as_bytes();
+    let mut parts = Vec::new();
+    let mut text = String::new();
+    let mut j = i + 1;
+    while j < end {
+        let c = b[j];
+        match c {
+            b'"' => {
+                if !text.is_empty() || parts.is_empty() {
+                    parts.push(RawPart::Lit(text));
+                }
+                return Ok((parts, j + 1));
+            }
+            b'#' if b.get(j + 1) == Some(&b'{') && j + 1 < end => {
+                let close = interpolation_end(src, j + 2, end)?;
+                if !text.is_empty() {
+                    parts.push(RawPart::Lit(std::mem::take(&mut text)));
+                }
+                parts.push(RawPart::Code(Span::new(j + 2, close)));
+                j = close + 1;
+            }
+            b'\\' => j = escape(src, j, end, &mut text)?,
+            _ => {
+                let ch = src[j..].chars().next().unwrap_or('\u{fffd}');
+                text.push(ch);
+                j += ch.len_utf8();
+            }
+        }
+    }
+    Err(SyntaxError::new(
+        Span::new(i, i + 1),
+        "unterminated string literal",
+    ))
+}
+
+/// Decodes the escape whose backslash is at `j` into `out`; returns the offset after it.
+fn escape(src: &str, j: usize, end: usize, out: &mut String) -> Result<usize, SyntaxError> {
+    let b = src.as_bytes();
+    let Some(&e) = b.get(j + 1).filter(|_| j + 1 < end) else {
+        return Err(SyntaxError::new(
+            Span::new(j, j + 1),
+            "unterminated string literal",
+        ));
+    };
+    let simple = match e {
+        b'n' => Some('\n'),
+        b't' => Some('\t'),
+        b'r' => Some('\r'),
+        b'0' => Some('\0'),
+        b'e' => Some('\x1b'),
+        b'a' => Some('\x07'),
+        b'b' => Some('\x08'),
+        b'd' => Some('\x7f'),
+        b'f' => Some('\x0c'),
+        b'v' => Some('\x0b'),
+        b's' => Some(' '),
+        _ => None,
+    };
+    if let Some(c) = simple {
+        out.push(c);
+        return Ok(j + 2);
+    }
+    match e {
+        // A backslash before a newline continues the line.
+        b'\n' => Ok(j + 2),
+        b'x' => {
+            let hex = src.get(j + 2..(j + 4).min(end)).unwrap_or("");
+            if hex.len() != 2 || !hex.bytes().all(|c| c.is_ascii_hexdigit()) {
+                return Err(SyntaxError::new(
+                    Span::new(j, (j + 2).min(end)),
+                    "`\\x` must be followed by two hexadecimal digits",
+                ));
+            }
+            let byte = u8::from_str_radix(hex, 16).unwrap_or(0);
+            if byte > 0x7f {
+                return Err(SyntaxError::new(
+                    Span::new(j, j + 4),
+                    "`\\x` escapes above 7F make a string that is not UTF-8; use `\\u` instead",
+                ));
+            }
+            out.push(char::from(byte));
+            Ok(j + 4)
+        }
+        b'u' => {
+            let (hex, next) = if b.get(j + 2) == Some(&b'{') {
+                let close = src[j + 3..end].find('}').map(|k| j + 3 + k);
+                match close {
+                    Some(c) => (&src[j + 3..c], c + 1),
+                    None => ("", j + 3),
+                }
+            } else {
+                (src.get(j + 2..(j + 6).min(end)).unwrap_or(""), j + 6)
+            };
+            let valid = (1..=6).contains(&hex.len())
+                && hex.bytes().all(|c| c.is_ascii_hexdigit())
+                && (b.get(j + 2) == Some(&b'{') || hex.len() == 4);
+            let ch = valid
+                .then(|| u32::from_str_radix(hex, 16).ok())
+                .flatten()
+                .and_then(char::from_u32);
+            match ch {
+                Some(c) => {
+                    out.push(c);
+                    Ok(next)
+                }
+                None => Err(SyntaxError::new(
+                    Span::new(j, next.min(end)),
+                    "invalid `\\u` escape: write `\\uHHHH` or `\\u{H...}` with a Unicode code point",
+                )),
+            }
+        }
+        _ => {
+            // Any other escaped character stands for itself (`\"`, `\\`, `\#`).
+            let ch = src[j + 1..].chars().next().unwrap_or('\\');
+            out.push(ch);
+            Ok(j + 1 + ch.len_utf8())
+        }
+    }
+}
+
+/// The offset of the `}` closing an interpolation whose code starts at `from`, skipping nested
+/// braces and strings.
+fn interpolation_end(src: &str, from: usize, end: usize) -> Result<usize, SyntaxError> {
+    let b = src.as_bytes();
+    let mut depth = 0usize;
+    let mut j = from;
+    while j < end {
+        match b[j] {
+            b'{' => depth += 1,
+            b'}' if depth == 0 => return Ok(j),
+            b'}' => depth -= 1,
+            b'"' => {
+                let (_, next) = string(src, j, end)?;
+                j = next;
+                continue;
+            }
+            _ => {}
+        }
+        j += 1;
+    }
+    Err(SyntaxError::new(
+        Span::new(from.saturating_sub(2), from),
+        "unterminated `#{` in a string",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lit(s: &str) -> String {
+        match string(s, 0, s.len()).unwrap().0.as_slice() {
+            [RawPart::Lit(t)] => t.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn escapes_decode_like_elixir() {
+        assert_eq!(lit(r#""\x41\u00e9\u{1F600}""#), "Aé😀");
+        assert_eq!(lit(r#""a\sb\#{c}\"""#), "a b#{c}\"");
+        assert_eq!(lit(r#""""#), "");
+        for bad in [r#""\xE9""#, r#""\u00""#, r#""\u{110000}""#, r#""\x4""#] {
+            assert!(string(bad, 0, bad.len()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn interpolation_spans_skip_nested_strings_and_braces() {
+        let s = r#""a#{f("}", %{b: 1})}c""#;
+        let (parts, next) = string(s, 0, s.len()).unwrap();
+        assert_eq!(next, s.len());
+        assert_eq!(parts.len(), 3);
+        assert!(
+            matches!(&parts[1], RawPart::Code(sp) if &s[sp.start..sp.end] == r#"f("}", %{b: 1})"#)
+        );
+    }
+}

@@ -1,0 +1,157 @@
+//! Functions registered from Rust and assigns from `serde::Serialize` values.
+
+use galleon_template::{Assigns, Engine, ErrorKind, Value};
+
+fn render(engine: &Engine, assigns: &Assigns) -> Result<String, galleon_template::Error> {
+    let name = engine.names().next().unwrap().to_owned();
+    engine
+        .render(&name, assigns)
+        .map(|l| String::from_utf8(l.to_vec()).unwrap())
+}
+
+#[test]
+fn registered_functions_take_typed_arguments() {
+    let engine = Engine::builder()
+        .function("money", |cents: i64| {
+            format!("${}.{:02}", cents / 100, cents % 100)
+        })
+        .function("greet", |name: String, times: i64| name.repeat(times as usize))
+        .function("now", || "noon")
+        .function("avg", |xs: Vec<f64>| {
+            if xs.is_empty() {
+                Err("no values")
+            } else {
+                Ok(xs.iter().sum::<f64>() / xs.len() as f64)
+            }
+        })
+        .function("MyApp.initials", |first: String, last: Option<String>| {
+            let mut s: String = first.chars().take(1).collect();
+            if let Some(l) = last {
+                s.extend(l.chars().take(1));
+            }
+            s
+        })
+        .from_source(
+            "t.html.eex",
+            "<%= money(@c) %>|<%= greet(\"ab\", 2) %>|<%= now() %>|<%= avg([1, 2.5]) %>|<%= MyApp.initials(\"Ada\", nil) %><%= @c |> money() %>",
+        )
+        .unwrap();
+    let mut a = Assigns::new();
+    a.insert("c", 1999i64);
+    assert_eq!(
+        render(&engine, &a).unwrap(),
+        "$19.99|abab|noon|1.75|A$19.99"
+    );
+}
+
+#[test]
+fn function_errors_are_located_at_the_call() {
+    let engine = Engine::builder()
+        .function("avg", |xs: Vec<f64>| {
+            if xs.is_empty() {
+                Err("no values")
+            } else {
+                Ok(xs.iter().sum::<f64>() / xs.len() as f64)
+            }
+        })
+        .from_source("t.html.eex", "x\n  <%= avg(@xs) %>")
+        .unwrap();
+    let mut a = Assigns::new();
+    a.insert("xs", Value::list([]));
+    let e = render(&engine, &a).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Function);
+    assert_eq!((e.line(), e.column()), (Some(2), Some(7)));
+    assert!(e.message().contains("avg/1: no values"), "{e}");
+    a.insert("xs", vec!["a"]);
+    let e = render(&engine, &a).unwrap_err();
+    assert!(
+        e.message()
+            .contains("avg/1: argument 1: element 0: expected a number, not the string \"a\""),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_or_wrong_arity_functions_fail_to_compile() {
+    let b = || Engine::builder().function("f", |x: i64| x + 1);
+    let e = b().from_source("t", "<%= f(1, 2) %>").unwrap_err();
+    assert!(
+        e.is_parse() && e.message().contains("`f` does not take 2"),
+        "{e}"
+    );
+    let e = b().from_source("t", "<%= g(1) %>").unwrap_err();
+    assert_eq!(e.column(), Some(5));
+    // A registered function shadows a built-in of the same name and arity.
+    let e = Engine::builder()
+        .function("String.upcase", |s: String| format!("<{s}>"))
+        .from_source("t", "<%= String.upcase(\"a\") %>")
+        .unwrap();
+    assert_eq!(render(&e, &Assigns::new()).unwrap(), "&lt;a&gt;");
+}
+
+#[derive(serde::Serialize)]
+struct Team {
+    name: String,
+    score: u32,
+    tags: Vec<&'static str>,
+    captain: Option<Player>,
+}
+
+#[derive(serde::Serialize)]
+struct Player {
+    name: &'static str,
+}
+
+#[derive(serde::Serialize)]
+struct Page {
+    title: &'static str,
+    teams: Vec<Team>,
+}
+
+#[test]
+fn assigns_from_serialize_structs() {
+    let page = Page {
+        title: "Standings & more",
+        teams: vec![
+            Team {
+                name: "Ajax".into(),
+                score: 3,
+                tags: vec!["a", "b"],
+                captain: Some(Player { name: "Jo" }),
+            },
+            Team {
+                name: "Bree".into(),
+                score: 1,
+                tags: vec![],
+                captain: None,
+            },
+        ],
+    };
+    let engine = Engine::from_source(
+        "t.html.eex",
+        "<h1><%= @title %></h1><%= for t <- @teams do %><%= t.name %>:<%= t.score %>[<%= Enum.join(t.tags, \",\") %>]<%= if t.captain, do: t.captain.name, else: \"-\" %>;<% end %>",
+    )
+    .unwrap();
+    let a = Assigns::from_serialize(&page).unwrap();
+    assert_eq!(
+        render(&engine, &a).unwrap(),
+        "<h1>Standings &amp; more</h1>Ajax:3[a,b]Jo;Bree:1[]-;"
+    );
+    assert!(Assigns::from_serialize(&[1, 2]).unwrap_err().is_data());
+    assert_eq!(
+        Value::from_serialize(&(1, "x")).unwrap(),
+        Value::list([Value::Int(1), Value::str("x")])
+    );
+}
+
+#[test]
+fn trim_is_an_engine_option() {
+    let src = "<ul>\n  <%= for x <- [1, 2] do %>\n    <li><%= x %></li>\n  <% end %>\n</ul>\n";
+    let trimmed = Engine::builder().trim(true).from_source("t", src).unwrap();
+    assert_eq!(
+        render(&trimmed, &Assigns::new()).unwrap(),
+        "<ul>\n\n    <li>1</li>\n\n    <li>2</li>\n\n</ul>\n"
+    );
+    let plain = Engine::from_source("t", src).unwrap();
+    assert!(render(&plain, &Assigns::new()).unwrap().contains("  \n"));
+}
