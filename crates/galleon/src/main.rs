@@ -11,6 +11,7 @@ mod rules;
 mod serve;
 mod site;
 mod static_files;
+mod templates;
 mod trace;
 
 /// galleon: templates compiled to I/O lists, served with one gathered write.

@@ -115,6 +115,16 @@ pub(crate) struct Args {
     /// proxies do not cut an idle subscription.
     #[arg(long, default_value_t = crate::events::DEFAULT_KEEP_ALIVE.as_secs_f64(), value_name = "SECS")]
     events_keep_alive: f64,
+    /// Batches of the live feed kept for subscribers that fall behind (one reader tails the
+    /// store for all of them); a subscriber further behind reads the store itself.
+    #[arg(long, default_value_t = galleon_eventstore::DEFAULT_SUBSCRIBER_BUFFER, value_name = "N")]
+    events_subscriber_buffer: usize,
+    /// Development: recompile templates when a `*.eex` file under the site changes (polled twice
+    /// a second), and show a template that fails to compile on its pages (to loopback peers),
+    /// while the last good version keeps serving. Without it templates reload on SIGHUP and on
+    /// `POST /templates/reload` (loopback only), and a broken version never reaches a client.
+    #[arg(long)]
+    watch: bool,
     /// The rules example (`GET /rules/match`, reloaded while serving).
     #[command(flatten)]
     rules: crate::rules::RulesArgs,
@@ -266,7 +276,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         url: args.events.clone(),
         schema: args.events_schema.clone(),
         keep_alive: secs(args.events_keep_alive, "events-keep-alive")?,
+        subscriber_buffer: args.events_subscriber_buffer,
     };
+    anyhow::ensure!(
+        (1..=galleon_eventstore::MAX_SUBSCRIBER_BUFFER).contains(&events.subscriber_buffer),
+        "--events-subscriber-buffer {}: expected 1 to {}",
+        events.subscriber_buffer,
+        galleon_eventstore::MAX_SUBSCRIBER_BUFFER
+    );
     anyhow::ensure!(
         !events.keep_alive.is_zero(),
         "--events-keep-alive must be more than 0 seconds"
@@ -291,8 +308,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             max_depth: args.max_partial_depth,
             ..galleon_template::Limits::default()
         },
+        watch: args.watch,
     };
-    let router = crate::site::router(&args.site, site_options)
+    let (router, templates) = crate::site::router(&args.site, site_options)
         .with_context(|| format!("loading the site in {}", args.site.display()))?;
 
     let mut rt = tokio::runtime::Builder::new_multi_thread();
@@ -302,6 +320,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     rt.block_on(async move {
         // In the runtime: the rules' SIGHUP handler needs it. Kept until the server stops.
         let (router, _rules) = crate::rules::mount(router, &args.site, &args.rules)?;
+        let _template_watch = watch_templates(&templates)?;
         let router = match crate::events::open(&events).await? {
             Some(store) => {
                 eprintln!(
@@ -358,4 +377,29 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         );
         anyhow::Ok(())
     })
+}
+
+/// The templates' reload triggers: SIGHUP always, and under `--watch` a thread polling the files.
+/// Must run inside the runtime (for SIGHUP); the returned watch stops polling when dropped.
+fn watch_templates(
+    templates: &crate::templates::Templates,
+) -> anyhow::Result<Option<galleon_state::Watch>> {
+    let on_hup = templates.clone();
+    galleon_state::on_sighup(move || {
+        let _ = on_hup.reload();
+    })
+    .context("installing the SIGHUP handler")?;
+    if !templates.watching() {
+        return Ok(None);
+    }
+    let polled = templates.clone();
+    let watch = galleon_state::Watch::every(
+        "galleon-templates-watch",
+        galleon_state::DEFAULT_POLL_INTERVAL,
+        move || {
+            let _ = polled.reload_if_changed();
+        },
+    )?;
+    eprintln!("galleon: watching the templates for changes");
+    Ok(Some(watch))
 }

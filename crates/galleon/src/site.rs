@@ -8,7 +8,8 @@
 //! time, so no query string can make the server hold more than about that bound of any page.
 //! Pages are served bare (no layout), so `/blah?iters=N` is
 //! byte-identical to `galleon render site/pages/blah.html.eex --assign iters=N`; the layout wraps
-//! only the index.
+//! only the index. The templates are [`Templates`]: reloaded while serving (`--watch`, SIGHUP,
+//! `POST /templates/reload`), each request rendered by one version.
 
 use std::cell::OnceCell;
 use std::collections::HashMap;
@@ -20,7 +21,9 @@ use anyhow::Context;
 use bytes::Bytes;
 use galleon_http::{Body, IoList, Request, Response, Router, StatusCode, sync_handler};
 use galleon_iolist::escape_html_copy_into;
-use galleon_template::{Assigns, Engine, ErrorKind, Limits, Rendered, TemplateId, Value};
+use galleon_template::{Assigns, ErrorKind, Limits, Rendered, Value};
+
+use crate::templates::Templates;
 
 /// A page that ends within this many bytes is sent whole with `content-length`; a longer one is
 /// streamed. 4 MiB: ten times the seed's largest page (410 KB), small enough that 1000
@@ -36,6 +39,8 @@ pub(crate) struct SiteOptions {
     pub(crate) full_body_max: usize,
     /// The template engine's step and nesting limits.
     pub(crate) limits: Limits,
+    /// `--watch`: recompile changed templates, and show a compile error on the pages.
+    pub(crate) watch: bool,
 }
 
 /// Default chunk size of a streamed page: 256 KiB, the same as `galleon render`. Downloads of
@@ -77,8 +82,8 @@ const MAX_STRING_COUNT: usize = 100_000;
 /// What every page handler shares.
 #[derive(Debug)]
 struct Site {
-    /// The compiled templates.
-    engine: Engine,
+    /// The compiled templates, reloadable.
+    templates: Templates,
     pool: Vec<Value>,
     stream_chunk: usize,
     full_body_max: usize,
@@ -90,32 +95,20 @@ struct Site {
 #[derive(Debug)]
 struct Page {
     page: String,
-    /// The page's template, looked up once.
-    template: TemplateId,
+    /// The page's index in [`Templates::pages`] (its template's id in every version).
+    index: usize,
     data: Option<Assigns>,
     /// `Some(n)`: `@strings` is picked from the first `n` strings of the pool.
     strings: Option<usize>,
 }
 
-/// Builds the site's router from `dir` (`pages/`, `data/`, `static/`, `layout.html.eex`).
-pub(crate) fn router(dir: &Path, options: SiteOptions) -> anyhow::Result<Router> {
-    let engine = Engine::load(dir)
-        .map_err(|e| anyhow::anyhow!("{e}"))?
-        .with_copy_below(SERVE_COPY_BELOW)
-        .with_limits(options.limits);
+/// Builds the site's router from `dir` (`pages/`, `data/`, `static/`, `layout.html.eex`), and
+/// the templates it renders with (for the reload triggers).
+pub(crate) fn router(dir: &Path, options: SiteOptions) -> anyhow::Result<(Router, Templates)> {
+    let templates = Templates::load(dir, SERVE_COPY_BELOW, options.limits, options.watch)?;
+    let pages = templates.pages().to_vec();
     let mut data = HashMap::new();
-    let mut pages = Vec::new();
-    for name in engine.names() {
-        let Some(page) = name
-            .strip_prefix("pages/")
-            .and_then(|n| n.strip_suffix(".html.eex"))
-        else {
-            continue;
-        };
-        if page.contains('/') {
-            continue;
-        }
-        pages.push(page.to_owned());
+    for page in &pages {
         let json_path = dir.join("data").join(format!("{page}.json"));
         if json_path.exists() {
             let text = std::fs::read_to_string(&json_path)
@@ -128,7 +121,7 @@ pub(crate) fn router(dir: &Path, options: SiteOptions) -> anyhow::Result<Router>
         }
     }
     let site = Arc::new(Site {
-        engine,
+        templates: templates.clone(),
         pool: string_pool(),
         stream_chunk: options.stream_chunk.max(1),
         full_body_max: options.full_body_max,
@@ -143,14 +136,11 @@ pub(crate) fn router(dir: &Path, options: SiteOptions) -> anyhow::Result<Router>
         let pages = index_pages.clone();
         async move { index(&site, &pages) }
     });
-    for page in pages {
+    for (index, page) in pages.into_iter().enumerate() {
         let site = site.clone();
         let path = format!("/{page}");
         let page = Arc::new(Page {
-            template: site
-                .engine
-                .id(&format!("pages/{page}.html.eex"))
-                .map_err(|e| anyhow::anyhow!("{e}"))?,
+            index,
             data: data.remove(&page),
             strings: match page.as_str() {
                 "static-strings" => Some(STATIC_SET),
@@ -178,7 +168,30 @@ pub(crate) fn router(dir: &Path, options: SiteOptions) -> anyhow::Result<Router>
                 .unwrap_or_else(|_| Response::error(StatusCode::INTERNAL_SERVER_ERROR, "failed"))
         }
     });
-    Ok(router)
+    let reload = templates.clone();
+    router = router.post("/templates/reload", move |req: Request| {
+        let templates = reload.clone();
+        async move { reload_now(&req, templates).await }
+    });
+    Ok((router, templates))
+}
+
+/// `POST /templates/reload`, loopback peers only: compiles the templates now (on the blocking
+/// pool); 200 with the new version, or 422 with the located error while the old one serves.
+async fn reload_now(req: &Request, templates: Templates) -> Response {
+    if !req.peer().is_none_or(|p| p.ip().is_loopback()) {
+        return Response::error(StatusCode(403), "reloading is allowed from loopback only");
+    }
+    let done = tokio::task::spawn_blocking(move || templates.reload()).await;
+    let (status, body) = match done {
+        Ok(Ok(version)) => (StatusCode::OK, serde_json::json!({ "version": version })),
+        Ok(Err(error)) => (StatusCode(422), serde_json::json!({ "error": error })),
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            serde_json::json!({ "error": "the reload failed" }),
+        ),
+    };
+    Response::new(status, body.to_string()).with_header("content-type", "application/json")
 }
 
 /// The pool of pre-generated strings (deterministic, uppercase letters).
@@ -218,7 +231,8 @@ fn index(site: &Site, pages: &[String]) -> Response {
         list.push_static(b"</a></li>\n");
     }
     list.push_static(b"</ul>\n");
-    let engine = &site.engine;
+    let compiled = site.templates.snapshot();
+    let engine = &compiled.engine;
     if engine.contains("layout.html.eex") {
         let mut a = Assigns::new();
         a.insert("inner_content", Value::safe(list));
@@ -271,18 +285,39 @@ fn pick_strings(site: &Site, page: &Page, req: &Request) -> Value {
 }
 
 fn render_page(site: &Site, page: &Page, req: &Request) -> Response {
+    let compiled = site.templates.snapshot();
+    if let Some(error) = &compiled.broken {
+        return broken_page(error, req);
+    }
     let strings = OnceCell::new();
     let assign = |name: &str| assign(site, page, req, name, &strings);
-    match site
-        .engine
-        .render_or_stream(page.template, assign, site.full_body_max, site.stream_chunk)
-    {
+    match compiled.engine.render_or_stream(
+        compiled.ids[page.index],
+        assign,
+        site.full_body_max,
+        site.stream_chunk,
+    ) {
         Ok(Rendered::Whole(list)) => Response::html(list),
         Ok(Rendered::Streaming { first, rest }) => {
             Response::html(Body::iter(std::iter::once(Ok(first)).chain(rest)))
         }
         Err(e) => render_failed(&e, Some(req)),
     }
+}
+
+/// A page while the newest templates do not compile (`--watch` only): the located error, like
+/// Phoenix's debug page, for loopback peers (the developer at the machine); a plain 500 for
+/// anyone else, since the error quotes template source.
+fn broken_page(error: &str, req: &Request) -> Response {
+    if !req.peer().is_none_or(|p| p.ip().is_loopback()) {
+        return Response::error(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
+    }
+    let mut page = IoList::new();
+    page.push_static(b"<!doctype html>\n<title>template error</title>\n<h1>Template error</h1>\n<p>The last good templates are kept; this page shows until the file is fixed (galleon serve --watch).</p>\n<pre>");
+    escape_html_copy_into(&mut page, error.as_bytes());
+    page.push_static(b"</pre>\n");
+    Response::new(StatusCode::INTERNAL_SERVER_ERROR, page)
+        .with_header("content-type", "text/html; charset=utf-8")
 }
 
 /// The answer to a page whose render failed. Its assigns come from the query string, so a

@@ -339,6 +339,10 @@ fn out_of_range_durations_and_sizes_are_refused_at_start() {
             ["--max-read-limit", "10001"],
             "--max-read-limit 10001: expected 1 to 10000",
         ),
+        (
+            ["--events-subscriber-buffer", "0"],
+            "--events-subscriber-buffer 0: expected 1 to 65536",
+        ),
         (["--max-connections", "0"], "--max-connections 0"),
         (["--max-head-bytes", "10"], "--max-head-bytes 10: expected"),
         (["--max-headers", "0"], "--max-headers 0: expected"),

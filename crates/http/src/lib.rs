@@ -64,8 +64,9 @@
 //! is attached in O(1) ([`IoList::push_list`]), so nothing is flattened to learn its length. The
 //! writer then issues `ceil(iovecs / max_iov)` `writev` calls (more if the socket takes less),
 //! copying only the runs of segments shorter than `coalesce_below`. A streamed body costs one
-//! gathered write per chunk; a computed stream ([`Body::iter`]) renders on the blocking pool one
-//! chunk ahead of the socket, so at most three chunks are in memory per connection and the
+//! gathered write per chunk; a computed stream ([`Body::iter`]) renders off the socket's task one
+//! chunk ahead of the socket (on the offload pool given to [`Server::with_offload`], else on
+//! tokio's blocking pool), so at most three chunks are in memory per connection and the
 //! server's memory does not grow with the body's size. A file costs one `writev` for the head and one
 //! `sendfile` per socket-buffer's worth.
 //!

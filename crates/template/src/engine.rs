@@ -410,8 +410,9 @@ pub struct EngineBuilder {
 }
 
 impl EngineBuilder {
-    /// EEx's `trim: true` (what Phoenix compiles `.html.eex` with): a tag alone on its line
-    /// takes the line's indentation and line break with it; see the crate docs.
+    /// EEx's `trim: true` (what Phoenix compiles `.html.eex` with): the indentation around tags
+    /// and the whitespace before the first one go, and the line breaks around a tag shrink to
+    /// one on each side; see the crate docs.
     pub fn trim(mut self, trim: bool) -> EngineBuilder {
         self.trim = trim;
         self

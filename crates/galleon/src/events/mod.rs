@@ -58,6 +58,8 @@ pub(crate) struct EventsConfig {
     pub(crate) schema: Option<String>,
     /// Silence after which a subscription sends a keep-alive comment.
     pub(crate) keep_alive: Duration,
+    /// Live-feed batches kept for subscribers that fall behind.
+    pub(crate) subscriber_buffer: usize,
 }
 
 /// Opens the store `config` names; `None` when it is [`EVENTS_OFF`]. Errors name the URL
@@ -83,6 +85,7 @@ pub(crate) async fn open(config: &EventsConfig) -> anyhow::Result<Option<Store>>
     let options = OpenOptions {
         pg_schema: config.schema.clone(),
         pg_application_name: Some("galleon".to_owned()),
+        subscriber_buffer: Some(config.subscriber_buffer),
         ..OpenOptions::default()
     };
     let store = tokio::time::timeout(OPEN_TIMEOUT, Store::open_with(&config.url, options))

@@ -33,10 +33,14 @@ impl ServeProcess {
     /// Starts `galleon serve --addr 127.0.0.1:0 EXTRA...` (optionally under a wrapper command
     /// such as strace) and waits for its "serving" line.
     pub fn start_wrapped(wrapper: &[&str], extra: &[&str]) -> ServeProcess {
+        ServeProcess::start_site(wrapper, &site_dir(), extra)
+    }
+
+    /// [`ServeProcess::start_wrapped`] serving the site in `site`.
+    pub fn start_site(wrapper: &[&str], site: &std::path::Path, extra: &[&str]) -> ServeProcess {
         let dir = tempfile::tempdir().unwrap();
         let stderr_path = dir.path().join("stderr.txt");
         let stderr = std::fs::File::create(&stderr_path).unwrap();
-        let site = site_dir();
         let mut args: Vec<String> = vec![
             "serve".into(),
             "--site".into(),

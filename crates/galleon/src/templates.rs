@@ -1,0 +1,286 @@
+//! The site's compiled templates as shared state ([`galleon_state::Shared`]): every request
+//! renders with a snapshot, taken without a lock or a copy; a reload compiles the whole directory
+//! anew and swaps it in at once, so a response is rendered by one version from start to end.
+//!
+//! Reloads come from `galleon serve --watch` (the `*.eex` files polled for a change), SIGHUP and
+//! `POST /templates/reload` (loopback peers only). A directory that fails to compile never
+//! replaces a working one: the located error (`name:line:col`) goes to the log and the previous
+//! templates keep serving. Under `--watch` only (development), the pages then show that error to
+//! loopback peers, like Phoenix's debug page, until the file is fixed; other peers get a plain 500.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use galleon_state::{Shared, Snapshot};
+use galleon_template::{Engine, Limits, TemplateId};
+
+/// One compiled version of the site's templates.
+#[derive(Debug)]
+pub(crate) struct Compiled {
+    /// The templates.
+    pub(crate) engine: Engine,
+    /// Each page's template in `engine`, in the order of [`Templates::pages`].
+    pub(crate) ids: Vec<TemplateId>,
+    /// `--watch` only: why the newest files did not compile (`engine` is the last good version).
+    pub(crate) broken: Option<Arc<str>>,
+}
+
+/// The site's templates, reloadable while serving; clones share them.
+#[derive(Debug, Clone)]
+pub(crate) struct Templates {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    /// Page names (`blah` for `pages/blah.html.eex`), fixed at start: they are the routes.
+    pages: Vec<String>,
+    copy_below: usize,
+    limits: Limits,
+    /// `--watch`: a failed compile is shown on the pages (to loopback peers).
+    watch: bool,
+    shared: Shared<Compiled>,
+    /// The fingerprint of the files last compiled (or refused); held for the whole of a reload,
+    /// so reloads run one at a time, in order.
+    seen: Mutex<u64>,
+}
+
+impl Templates {
+    /// Compiles every `*.eex` under `dir`; the pages are its `pages/NAME.html.eex`.
+    pub(crate) fn load(
+        dir: &Path,
+        copy_below: usize,
+        limits: Limits,
+        watch: bool,
+    ) -> anyhow::Result<Templates> {
+        let seen = fingerprint(dir);
+        let engine = compile(dir, copy_below, limits).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut pages: Vec<String> = engine
+            .names()
+            .filter_map(|n| n.strip_prefix("pages/")?.strip_suffix(".html.eex"))
+            .filter(|p| !p.contains('/'))
+            .map(str::to_owned)
+            .collect();
+        pages.sort();
+        let ids = page_ids(&engine, &pages).map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(Templates {
+            inner: Arc::new(Inner {
+                dir: dir.to_owned(),
+                pages,
+                copy_below,
+                limits,
+                watch,
+                shared: Shared::new(Compiled {
+                    engine,
+                    ids,
+                    broken: None,
+                }),
+                seen: Mutex::new(seen),
+            }),
+        })
+    }
+
+    /// The pages, in the order of [`Compiled::ids`].
+    pub(crate) fn pages(&self) -> &[String] {
+        &self.inner.pages
+    }
+
+    /// True under `--watch`.
+    pub(crate) fn watching(&self) -> bool {
+        self.inner.watch
+    }
+
+    /// The current version.
+    pub(crate) fn snapshot(&self) -> Snapshot<Compiled> {
+        self.inner.shared.snapshot()
+    }
+
+    /// Compiles the directory now and publishes it: the new version's number. On an error the
+    /// previous templates keep serving (under `--watch` marked broken), and the error is logged
+    /// and returned.
+    pub(crate) fn reload(&self) -> Result<u64, String> {
+        let mut seen = self
+            .inner
+            .seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *seen = fingerprint(&self.inner.dir);
+        self.compile_and_swap()
+    }
+
+    /// [`Templates::reload`] when a template file changed since the last reload (or start);
+    /// `None` when nothing did. A refused version is logged once, not again until it changes.
+    pub(crate) fn reload_if_changed(&self) -> Option<Result<u64, String>> {
+        let mut seen = self
+            .inner
+            .seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let now = fingerprint(&self.inner.dir);
+        if now == *seen {
+            return None;
+        }
+        *seen = now;
+        Some(self.compile_and_swap())
+    }
+
+    fn compile_and_swap(&self) -> Result<u64, String> {
+        let inner = &*self.inner;
+        let built = compile(&inner.dir, inner.copy_below, inner.limits)
+            .and_then(|engine| Ok((page_ids(&engine, &inner.pages)?, engine)));
+        match built {
+            Ok((ids, engine)) => {
+                let version = inner.shared.store(Compiled {
+                    engine,
+                    ids,
+                    broken: None,
+                });
+                tracing::info!(version, "templates reloaded");
+                Ok(version)
+            }
+            Err(e) => {
+                let message = e.to_string();
+                let current = inner.shared.snapshot();
+                tracing::error!(
+                    error = %message,
+                    "templates not reloaded; version {} keeps serving",
+                    current.version()
+                );
+                if inner.watch {
+                    inner.shared.store(Compiled {
+                        engine: current.engine.clone(),
+                        ids: current.ids.clone(),
+                        broken: Some(message.as_str().into()),
+                    });
+                }
+                Err(message)
+            }
+        }
+    }
+}
+
+/// The site's engine from `dir`, with the server's copy threshold and limits.
+fn compile(
+    dir: &Path,
+    copy_below: usize,
+    limits: Limits,
+) -> Result<Engine, galleon_template::Error> {
+    Ok(Engine::load(dir)?
+        .with_copy_below(copy_below)
+        .with_limits(limits))
+}
+
+/// Each page's template in `engine`: an error when one is gone (the routes are fixed at start,
+/// so removing a page needs a restart).
+fn page_ids(engine: &Engine, pages: &[String]) -> Result<Vec<TemplateId>, galleon_template::Error> {
+    pages
+        .iter()
+        .map(|p| engine.id(&format!("pages/{p}.html.eex")))
+        .collect()
+}
+
+/// A hash of every `*.eex` file under `dir`: names and contents (modification times are too
+/// coarse to see two quick saves of a file of the same size). Unreadable entries count by name.
+fn fingerprint(dir: &Path) -> u64 {
+    let mut files = Vec::new();
+    collect_eex(dir, dir, &mut files);
+    files.sort();
+    let mut h = DefaultHasher::new();
+    for (name, path) in files {
+        name.hash(&mut h);
+        match std::fs::read(&path) {
+            Ok(bytes) => bytes.hash(&mut h),
+            Err(e) => e.kind().hash(&mut h),
+        }
+    }
+    h.finish()
+}
+
+fn collect_eex(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            collect_eex(root, &path, out);
+        } else if path.extension().is_some_and(|e| e == "eex") {
+            let name = path.strip_prefix(root).unwrap_or(&path);
+            out.push((name.to_string_lossy().into_owned(), path));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn site(page: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("pages")).unwrap();
+        std::fs::write(dir.path().join("pages/p.html.eex"), page).unwrap();
+        dir
+    }
+
+    fn render(t: &Templates) -> String {
+        let c = t.snapshot();
+        let page = c.engine.render_with(c.ids[0], |_: &str| None).unwrap();
+        String::from_utf8(page.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn a_broken_version_keeps_the_old_one_and_a_fixed_one_replaces_it() {
+        let dir = site("v1");
+        let t = Templates::load(dir.path(), 64, Limits::default(), false).unwrap();
+        assert_eq!(t.pages(), ["p"]);
+        assert_eq!(t.reload_if_changed(), None);
+
+        std::fs::write(dir.path().join("pages/p.html.eex"), "<%= if %>").unwrap();
+        let err = t.reload_if_changed().unwrap().unwrap_err();
+        assert!(err.contains("pages/p.html.eex:1:"), "{err}");
+        assert_eq!(render(&t), "v1");
+        assert!(
+            t.snapshot().broken.is_none(),
+            "outside --watch nothing is marked"
+        );
+        // Refused once; not compiled again until it changes.
+        assert_eq!(t.reload_if_changed(), None);
+
+        std::fs::write(dir.path().join("pages/p.html.eex"), "v2").unwrap();
+        assert_eq!(t.reload_if_changed(), Some(Ok(2)));
+        assert_eq!(render(&t), "v2");
+    }
+
+    #[test]
+    fn under_watch_a_broken_version_is_marked_until_fixed() {
+        let dir = site("v1");
+        let t = Templates::load(dir.path(), 64, Limits::default(), true).unwrap();
+        std::fs::write(dir.path().join("pages/p.html.eex"), "<%= @x + %>").unwrap();
+        assert!(t.reload().is_err());
+        let c = t.snapshot();
+        assert!(c.broken.as_deref().unwrap().contains("pages/p.html.eex:1:"));
+        drop(c);
+        assert_eq!(render(&t), "v1", "the last good engine is kept");
+        std::fs::write(dir.path().join("pages/p.html.eex"), "v3").unwrap();
+        assert!(t.reload().is_ok());
+        assert!(t.snapshot().broken.is_none());
+        assert_eq!(render(&t), "v3");
+    }
+
+    #[test]
+    fn a_removed_page_is_refused() {
+        let dir = site("v1");
+        let t = Templates::load(dir.path(), 64, Limits::default(), false).unwrap();
+        std::fs::rename(
+            dir.path().join("pages/p.html.eex"),
+            dir.path().join("pages/q.html.eex"),
+        )
+        .unwrap();
+        let err = t.reload().unwrap_err();
+        assert!(err.contains("p.html.eex"), "{err}");
+        assert_eq!(render(&t), "v1");
+    }
+}
