@@ -1,5 +1,5 @@
 //! `galleon render`: one template to stdout or a file, streamed chunk by chunk in bounded memory
-//! and written with gathered writes.
+//! and written with gathered writes; optionally inside a layout, Phoenix style.
 
 use std::fs::File;
 use std::io::{self, IsTerminal};
@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow};
 use galleon_iolist::{IoWriter, WritePolicy};
-use galleon_template::{Assigns, Engine, Value};
+use galleon_template::{Assigns, Engine, EngineBuilder, Value};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Bytes rendered per chunk: 256 KiB, a few times the 64 KiB pipe buffer, so that each chunk
@@ -35,15 +35,28 @@ pub(crate) struct Args {
     /// Bytes rendered per chunk (memory use is about this, whatever the output size).
     #[arg(long, default_value_t = CHUNK_BYTES, value_name = "BYTES")]
     chunk_bytes: usize,
+    /// Render inside this layout, Phoenix style: it gets the page as `@inner_content` (already
+    /// escaped) and the same assigns; its partials are relative to its own directory. The page
+    /// is rendered whole (the engine cannot stream into a layout), the layout streamed.
+    #[arg(long, value_name = "FILE")]
+    layout: Option<PathBuf>,
+    /// EEx's `trim: true`, as Phoenix compiles `.html.eex`: drops the indentation around tags
+    /// and the whitespace before the first one; line breaks around a tag shrink to one each side.
+    /// Applies to the layout and partials too.
+    #[arg(long)]
+    trim: bool,
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
-    let engine = Engine::load_file(&args.template)?;
-    let name = args
-        .template
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .ok_or_else(|| anyhow!("{}: not a file", args.template.display()))?;
+    let builder = Engine::builder().trim(args.trim);
+    let page = load(builder.clone(), &args.template)?;
+    // Both compiled before anything renders: a bad layout fails at once. Two engines, not one:
+    // each file's partials resolve in its own directory, and same-named files cannot collide.
+    let layout = args
+        .layout
+        .as_deref()
+        .map(|p| load(builder, p))
+        .transpose()?;
     let mut assigns = match &args.data {
         Some(path) => load_data(path)?,
         None => Assigns::new(),
@@ -51,7 +64,17 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     for (key, value) in args.assigns {
         assigns.insert(&key, value);
     }
-    let stream = engine.stream(&name, assigns, args.chunk_bytes)?;
+    let stream = match layout {
+        None => page.engine.stream(&page.name, assigns, args.chunk_bytes)?,
+        // What `Engine::render_in_layout` does, across the two engines, with the layout streamed.
+        Some(layout) => {
+            let inner = page.engine.render(&page.name, &assigns)?;
+            assigns.insert("inner_content", Value::safe(inner));
+            layout
+                .engine
+                .stream(&layout.name, assigns, args.chunk_bytes)?
+        }
+    };
 
     let (mut out, out_is_terminal) = match &args.output {
         Some(path) => (
@@ -79,6 +102,23 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         bar.finish();
     }
     Ok(())
+}
+
+/// A compiled template file (with its partials) and its name in its engine.
+struct Loaded {
+    engine: Engine,
+    name: String,
+}
+
+fn load(builder: EngineBuilder, path: &Path) -> anyhow::Result<Loaded> {
+    // The engine's message already names the file (and an I/O error's cause, which anyhow's
+    // chain would print a second time), so it is the whole error.
+    let engine = builder.load_file(path).map_err(|e| anyhow!("{e}"))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| anyhow!("{}: not a file", path.display()))?;
+    Ok(Loaded { engine, name })
 }
 
 fn load_data(path: &Path) -> anyhow::Result<Assigns> {
