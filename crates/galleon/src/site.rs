@@ -285,24 +285,25 @@ fn pick_strings(site: &Site, page: &Page, req: &Request) -> Value {
 }
 
 fn render_page(site: &Site, page: &Page, req: &Request) -> Response {
-    let compiled = site.templates.snapshot();
-    if let Some(error) = &compiled.broken {
-        return broken_page(error, req);
-    }
-    let strings = OnceCell::new();
-    let assign = |name: &str| assign(site, page, req, name, &strings);
-    match compiled.engine.render_or_stream(
-        compiled.ids[page.index],
-        assign,
-        site.full_body_max,
-        site.stream_chunk,
-    ) {
-        Ok(Rendered::Whole(list)) => Response::html(list),
-        Ok(Rendered::Streaming { first, rest }) => {
-            Response::html(Body::iter(std::iter::once(Ok(first)).chain(rest)))
+    site.templates.with_current(|compiled| {
+        if let Some(error) = &compiled.broken {
+            return broken_page(error, req);
         }
-        Err(e) => render_failed(&e, Some(req)),
-    }
+        let strings = OnceCell::new();
+        let assign = |name: &str| assign(site, page, req, name, &strings);
+        match compiled.engine.render_or_stream(
+            compiled.ids[page.index],
+            assign,
+            site.full_body_max,
+            site.stream_chunk,
+        ) {
+            Ok(Rendered::Whole(list)) => Response::html(list),
+            Ok(Rendered::Streaming { first, rest }) => {
+                Response::html(Body::iter(std::iter::once(Ok(first)).chain(rest)))
+            }
+            Err(e) => render_failed(&e, Some(req)),
+        }
+    })
 }
 
 /// A page while the newest templates do not compile (`--watch` only): the located error, like

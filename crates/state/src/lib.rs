@@ -8,6 +8,8 @@
 //! - [`Shared`]: [`Shared::snapshot`] gives the current version without a lock or a copy;
 //!   [`Shared::store`] publishes a new one atomically; a reader keeps the version it started
 //!   with until it lets go. Each version carries its number ([`Versioned::version`]).
+//! - [`LocalCache`]: a thread's reference to the current version, checked with one atomic load
+//!   per read, for values read on every request.
 //! - [`Reloader`]: a `Shared` value loaded from a file through a caller's parse-and-validate
 //!   function. A refused file (malformed, invalid, unreadable, too large) is logged with its
 //!   located error and the previous version keeps serving.
@@ -29,10 +31,12 @@
 //! assert_eq!(config.snapshot().value(), "v2");
 //! ```
 
+mod local;
 mod reload;
 mod shared;
 mod watch;
 
+pub use local::LocalCache;
 pub use reload::{DEFAULT_MAX_BYTES, ParseError, ReloadError, Reloader};
 pub use shared::{Shared, Snapshot, Versioned};
 #[cfg(all(unix, feature = "signal"))]
