@@ -73,6 +73,10 @@ pub enum Error {
     /// The store was closed (its writer thread or background task is gone).
     #[error("the store is closed")]
     Closed,
+    /// The operation panicked (a bug); the panic was caught and the store goes on. The message
+    /// is the panic's.
+    #[error("event store operation panicked: {0}")]
+    Panicked(String),
 }
 
 impl Error {

@@ -69,7 +69,8 @@
 //!   position can never commit behind a reader: readers wait for it instead.
 //! - **SQLite append = a queue hop + a share of one fsync.** One writer thread takes up to 128
 //!   queued calls, runs each in a savepoint of one transaction and commits once (WAL,
-//!   `synchronous=FULL`). Readers use their own connections on the blocking pool.
+//!   `synchronous=FULL`). Reads run on reader threads of their own
+//!   ([`OpenOptions::sqlite_reader_threads`]), one connection each, not on tokio's blocking pool.
 //! - **Reads = index ranges.** On PostgreSQL (schema 4) the stream index holds the first event
 //!   of each append; a read takes the heads in its window plus one primary-key range per longer
 //!   append. `$all` is a primary-key range. JSON stays text end to end ([`Json`]): checked once
@@ -114,6 +115,8 @@ pub use fanout::{
 pub use filter::{EventFilter, MAX_FILTER_TYPES, category_of};
 #[cfg(feature = "postgres")]
 pub use postgres::DEFAULT_POOL_SIZE;
+#[cfg(feature = "sqlite")]
+pub use sqlite::{DEFAULT_SQLITE_READER_THREADS, MAX_SQLITE_READER_THREADS};
 pub use store::{OpenOptions, Store};
 pub use subscription::Subscription;
 pub use time::Timestamp;

@@ -34,6 +34,10 @@ pub struct OpenOptions {
     /// [`crate::DEFAULT_SUBSCRIBER_BUFFER`], 1 to [`crate::MAX_SUBSCRIBER_BUFFER`]); one further
     /// behind reads the store itself until it has caught up.
     pub subscriber_buffer: Option<usize>,
+    /// SQLite only: threads running the reads, a pool of their own beside tokio's blocking pool
+    /// (default [`crate::DEFAULT_SQLITE_READER_THREADS`], 1 to
+    /// [`crate::MAX_SQLITE_READER_THREADS`]). WAL readers run concurrently, one connection each.
+    pub sqlite_reader_threads: Option<usize>,
 }
 
 /// An event store: append to streams, read streams and `$all`, follow `$all` live.
@@ -118,7 +122,7 @@ impl Store {
                     ));
                 }
                 Ok(Backend::Sqlite(
-                    SqliteStore::open(PathBuf::from(path)).await?,
+                    SqliteStore::open(PathBuf::from(path), options.sqlite_reader_threads).await?,
                 ))
             }
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {

@@ -1,12 +1,15 @@
 //! The embedded backend: one SQLite file in WAL mode, one writer thread with group commit,
-//! readers on their own connections. `subscriptions`: persistent subscriptions' rows.
+//! readers on their own connections and threads. `subscriptions`: persistent subscriptions' rows.
 
 mod subscriptions;
+#[cfg(test)]
+mod tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use galleon_offload::{Config, Kind, OffloadError, Policy, Pool};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::{mpsc, oneshot, watch};
 use uuid::Uuid;
@@ -68,9 +71,18 @@ const MAX_GROUP_COMMIT_CALLS: usize = 128;
 /// Twice [`MAX_GROUP_COMMIT_CALLS`] so the next group is queued while one commits.
 const WRITE_QUEUE_CAPACITY: usize = 2 * MAX_GROUP_COMMIT_CALLS;
 
-/// Idle reader connections kept open for reuse. Matches the 2-4 cores of the machines galleon is
-/// benchmarked on; extra concurrent readers open (and then close) their own connection.
-const MAX_IDLE_READERS: usize = 8;
+/// Reader threads by default ([`crate::OpenOptions::sqlite_reader_threads`]). WAL readers run
+/// concurrently; 4 matches the 2-4 cores of the machines galleon is benchmarked on.
+pub const DEFAULT_SQLITE_READER_THREADS: usize = 4;
+
+/// Most reader threads accepted: each keeps a connection with up to 8 MiB of page cache.
+pub const MAX_SQLITE_READER_THREADS: usize = 256;
+
+/// Reads queued for the reader threads at most; further callers wait (without a thread) for room.
+const READ_QUEUE_CAPACITY: usize = 1024;
+
+/// Reader threads are named `galleon-sqlite-read-{i}`.
+const READER_THREAD_NAME: &str = "galleon-sqlite-read";
 
 /// Page-cache size per connection in KiB (negative `cache_size` means KiB in SQLite). A guess:
 /// 8 MiB holds the index pages of some million events.
@@ -90,18 +102,73 @@ pub(crate) struct SqliteStore {
 }
 
 struct Inner {
-    path: PathBuf,
     writer: mpsc::Sender<WriteRequest>,
-    readers: Mutex<Vec<Connection>>,
+    readers: Arc<Readers>,
+    /// The reader threads; shut down (queued reads cancelled, threads exiting after their current
+    /// read) when the last clone of the store goes. Reads hold `readers`, never the pool.
+    pool: Pool,
+    read_kind: Kind,
     /// Position of the last committed event (0: none). Subscribers wait on it.
     head: watch::Sender<u64>,
+}
+
+/// The reader connections, shared with the reads running on the reader threads.
+struct Readers {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+    /// Idle connections kept: one per reader thread, so no read opens its own.
+    max_idle: usize,
+}
+
+impl Readers {
+    /// Runs `f` on an idle connection (or a new one), then keeps it for the next read.
+    fn with_connection<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let conn = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let conn = match conn {
+            Some(c) => c,
+            None => open_connection(&self.path)?,
+        };
+        let out = f(&conn);
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < self.max_idle {
+            idle.push(conn);
+        }
+        out
+    }
 }
 
 impl std::fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SqliteStore")
-            .field("path", &self.inner.path)
+            .field("path", &self.inner.readers.path)
+            .field("reader_threads", &self.inner.pool.threads())
             .finish_non_exhaustive()
+    }
+}
+
+/// The reader threads option checked, `None` giving the default.
+fn check_reader_threads(option: Option<usize>) -> Result<usize> {
+    let n = option.unwrap_or(DEFAULT_SQLITE_READER_THREADS);
+    if !(1..=MAX_SQLITE_READER_THREADS).contains(&n) {
+        return Err(Error::InvalidInput(format!(
+            "sqlite reader threads {n}: expected 1 to {MAX_SQLITE_READER_THREADS}"
+        )));
+    }
+    Ok(n)
+}
+
+/// What a job on the reader threads that gave no result is for its caller.
+fn reader_error(e: OffloadError) -> Error {
+    match e {
+        OffloadError::ShutDown => Error::Closed,
+        OffloadError::Panicked(message) => Error::Panicked(message),
+        // Only `try_run` reports a full queue; `run` waits for room.
+        e @ OffloadError::QueueFull => Error::Backend {
+            backend: "sqlite",
+            message: e.to_string(),
+            transient: true,
+            source: Box::new(e),
+        },
     }
 }
 
@@ -163,9 +230,19 @@ fn migrate_to(conn: &mut Connection, target: usize) -> Result<()> {
 }
 
 impl SqliteStore {
-    /// Opens (creating file and parent directories when missing) and migrates the database.
-    pub(crate) async fn open(path: PathBuf) -> Result<Self> {
-        let (conn, head) = tokio::task::spawn_blocking({
+    /// Opens (creating file and parent directories when missing) and migrates the database,
+    /// on the reader threads it starts (`reader_threads`: `None` for the default).
+    pub(crate) async fn open(path: PathBuf, reader_threads: Option<usize>) -> Result<Self> {
+        let threads = check_reader_threads(reader_threads)?;
+        let pool = Pool::new(Config {
+            threads,
+            queue_capacity: READ_QUEUE_CAPACITY,
+            policy: Policy::Offload,
+            thread_name: READER_THREAD_NAME.into(),
+            ..Config::default()
+        })?;
+        let read_kind = pool.kind("sqlite-read");
+        let opened = pool.run(&read_kind, None, {
             let path = path.clone();
             move || -> Result<(Connection, u64)> {
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -179,15 +256,19 @@ impl SqliteStore {
                     })?;
                 Ok((conn, head as u64))
             }
-        })
-        .await
-        .map_err(|_| Error::Closed)??;
+        });
+        let (conn, head) = opened.await.map_err(reader_error)??;
         let (tx, rx) = mpsc::channel(WRITE_QUEUE_CAPACITY);
         let (head, _) = watch::channel(head);
         let inner = Arc::new(Inner {
-            path,
             writer: tx,
-            readers: Mutex::new(Vec::new()),
+            readers: Arc::new(Readers {
+                path,
+                idle: Mutex::new(Vec::with_capacity(threads)),
+                max_idle: threads,
+            }),
+            pool,
+            read_kind,
             head,
         });
         let head_tx = inner.head.clone();
@@ -218,31 +299,20 @@ impl SqliteStore {
         rx.await.map_err(|_| Error::Closed)?
     }
 
-    /// Runs `f` on a reader connection on the blocking pool.
+    /// Runs `f` on a reader connection on a reader thread (waiting for one when all are busy).
+    /// A panic in `f` is [`Error::Panicked`] for this caller only.
     async fn with_reader<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || {
-            let conn = inner
-                .readers
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .pop();
-            let conn = match conn {
-                Some(c) => c,
-                None => open_connection(&inner.path)?,
-            };
-            let out = f(&conn);
-            let mut idle = inner.readers.lock().unwrap_or_else(|p| p.into_inner());
-            if idle.len() < MAX_IDLE_READERS {
-                idle.push(conn);
-            }
-            out
-        })
-        .await
-        .map_err(|_| Error::Closed)?
+        let readers = self.inner.readers.clone();
+        self.inner
+            .pool
+            .run(&self.inner.read_kind, None, move || {
+                readers.with_connection(f)
+            })
+            .await
+            .map_err(reader_error)?
     }
 
     pub(crate) async fn read_stream(
@@ -574,53 +644,4 @@ fn append_one(
         first_position,
         last_position: first_position + n - 1,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::filter::EventFilter;
-
-    /// A version-1 file holding events is upgraded in place: old events read back the time of
-    /// the upgrade, and reads by category and type find old and new events alike.
-    #[tokio::test]
-    async fn upgrades_a_version_1_file_in_place() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("events.db");
-        {
-            let mut conn = open_connection(&path).unwrap();
-            migrate_to(&mut conn, 1).unwrap();
-            for (i, stream) in ["acct-1", "acct-1", "other-1"].iter().enumerate() {
-                conn.execute(
-                    "INSERT INTO events (stream_id, version, event_id, event_type, data, metadata) \
-                     VALUES (?1, ?2, ?3, 'Old', '{}', '{}')",
-                    params![stream, i as i64 % 2, Uuid::now_v7().as_bytes()],
-                )
-                .unwrap();
-            }
-        }
-        // SQLite's clock has millisecond precision: allow for rounding down.
-        let before = Timestamp::from_micros(Timestamp::now().as_micros() - 1_000);
-        let store = SqliteStore::open(path).await.unwrap();
-        let upgraded = Timestamp::now();
-        let acct = store
-            .read_filtered(0, 10, &EventFilter::category("acct").unwrap())
-            .await
-            .unwrap();
-        assert_eq!(acct.len(), 2);
-        let all = store.read_all(0, 10).await.unwrap();
-        assert_eq!(all.len(), 3);
-        for e in &all {
-            assert!(
-                before <= e.recorded_at && e.recorded_at <= upgraded,
-                "{} not in {before}..={upgraded}",
-                e.recorded_at
-            );
-        }
-        let typed = store
-            .read_filtered(0, 10, &EventFilter::all().with_types(["Old"]).unwrap())
-            .await
-            .unwrap();
-        assert_eq!(typed.len(), 3);
-    }
 }
