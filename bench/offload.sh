@@ -4,9 +4,10 @@
 #   bench/offload.sh                      # 3 rounds of 3 s per cell (about 6 minutes)
 #   ROUNDS=5 DUR=5 bench/offload.sh       # longer
 #   HOL=0 bench/offload.sh                # only the /seal table
+#   HOPS=0 bench/offload.sh               # without the hop table (part 1)
 #
-# 1. The hop itself is measured by `cargo bench -p galleon-offload --features peers --bench hops`
-#    (galleon's pool vs spawn_blocking vs rayon + oneshot); this script does the HTTP parts:
+# 1. The hop itself: `cargo bench -p galleon-offload --features peers --bench hops` (galleon's
+#    pool vs spawn_blocking vs rayon + oneshot, and the two one-way hops), its table printed first;
 # 2. /seal?bytes=N (XChaCha20-Poly1305 of N bytes, the seed's libsodium secretbox case) at 64 B,
 #    1 KB, 8 KB, 64 KB and 1 MB, served by three galleons that differ only in `--offload`
 #    (inline, offload, adaptive), wrk -t2 -c8, cells interleaved round-robin, medians of rounds;
@@ -38,6 +39,13 @@ cleanup() {
     rm -rf "$TMP"
 }
 trap cleanup EXIT
+
+if [ "${HOPS:-1}" = 1 ]; then
+    echo "== 1. the hop itself (cargo bench -p galleon-offload --features peers --bench hops)"
+    cargo bench -q -p galleon-offload --features peers --bench hops 2>/dev/null |
+        sed -n '1,/^target:/p'
+    echo
+fi
 
 echo "== building (release)" >&2
 cargo build --release -q -p galleon

@@ -6,6 +6,8 @@ use clap::{Parser, Subcommand};
 
 mod assign;
 mod events;
+mod hops;
+mod offload;
 mod render;
 mod rules;
 mod serve;
@@ -13,6 +15,7 @@ mod site;
 mod static_files;
 mod templates;
 mod trace;
+mod work;
 
 /// galleon: templates compiled to I/O lists, served with one gathered write.
 #[derive(Debug, Parser)]
@@ -30,6 +33,8 @@ enum Command {
     Render(render::Args),
     /// Ask a running server for a path and print the write calls of that one response.
     Trace(trace::Args),
+    /// Print the CPU pool's hop and run-time histograms of a running server, per job kind.
+    Hops(hops::Args),
     /// Write a reproducible rule set (the rules example of `serve`: GET /rules/match).
     GenRules(rules::generate::Args),
     /// Time one rules match (indexed and by scan) and one deep copy of the set, in-process.
@@ -42,6 +47,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(*args),
         Command::Render(args) => render::run(args),
         Command::Trace(args) => trace::run(args),
+        Command::Hops(args) => hops::run(args),
         Command::GenRules(args) => rules::generate::run(args),
         Command::RulesBench(args) => rules::bench::run(args),
     };

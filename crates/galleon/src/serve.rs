@@ -119,12 +119,19 @@ pub(crate) struct Args {
     /// store for all of them); a subscriber further behind reads the store itself.
     #[arg(long, default_value_t = galleon_eventstore::DEFAULT_SUBSCRIBER_BUFFER, value_name = "N")]
     events_subscriber_buffer: usize,
+    /// SQLite only: threads (one connection each) that run the store's reads, apart from every
+    /// other kind of blocking work.
+    #[arg(long, default_value_t = galleon_eventstore::DEFAULT_SQLITE_READER_THREADS, value_name = "N")]
+    sqlite_reader_threads: usize,
     /// Development: recompile templates when a `*.eex` file under the site changes (polled twice
     /// a second), and show a template that fails to compile on its pages (to loopback peers),
     /// while the last good version keeps serving. Without it templates reload on SIGHUP and on
     /// `POST /templates/reload` (loopback only), and a broken version never reaches a client.
     #[arg(long)]
     watch: bool,
+    /// The CPU pool (renders, stream chunks, /seal, /hash).
+    #[command(flatten)]
+    offload: crate::offload::OffloadArgs,
     /// The rules example (`GET /rules/match`, reloaded while serving).
     #[command(flatten)]
     rules: crate::rules::RulesArgs,
@@ -277,7 +284,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         schema: args.events_schema.clone(),
         keep_alive: secs(args.events_keep_alive, "events-keep-alive")?,
         subscriber_buffer: args.events_subscriber_buffer,
+        sqlite_reader_threads: args.sqlite_reader_threads,
     };
+    anyhow::ensure!(
+        (1..=galleon_eventstore::MAX_SQLITE_READER_THREADS).contains(&events.sqlite_reader_threads),
+        "--sqlite-reader-threads {}: expected 1 to {}",
+        events.sqlite_reader_threads,
+        galleon_eventstore::MAX_SQLITE_READER_THREADS
+    );
     anyhow::ensure!(
         (1..=galleon_eventstore::MAX_SUBSCRIBER_BUFFER).contains(&events.subscriber_buffer),
         "--events-subscriber-buffer {}: expected 1 to {}",
@@ -300,6 +314,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let workers = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
+    let (cpu, work_limits) = crate::offload::pool(&args.offload)?;
     let site_options = crate::site::SiteOptions {
         stream_chunk: args.chunk_bytes,
         full_body_max: args.full_body_max,
@@ -309,6 +324,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             ..galleon_template::Limits::default()
         },
         watch: args.watch,
+        cpu: cpu.clone(),
     };
     let (router, templates) = crate::site::router(&args.site, site_options)
         .with_context(|| format!("loading the site in {}", args.site.display()))?;
@@ -320,6 +336,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     rt.block_on(async move {
         // In the runtime: the rules' SIGHUP handler needs it. Kept until the server stops.
         let (router, _rules) = crate::rules::mount(router, &args.site, &args.rules)?;
+        let router = crate::offload::mount(router, &cpu, work_limits);
         let _template_watch = watch_templates(&templates)?;
         let router = match crate::events::open(&events).await? {
             Some(store) => {
@@ -365,12 +382,15 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         } else {
             Server::new(router, config)
         };
+        let server = server.with_offload(cpu.clone());
         let summary = server
             .serve(listener, async {
                 shutdown_signal().await;
                 eprintln!("galleon: shutting down (in-flight responses finish first)");
             })
             .await?;
+        // Queued jobs are cancelled (their connections are gone); running ones finish.
+        tokio::task::spawn_blocking(move || cpu.join()).await?;
         eprintln!(
             "galleon: stopped after {} connections ({} refused, {} aborted at shutdown)",
             summary.connections, summary.refused, summary.aborted

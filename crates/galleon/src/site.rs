@@ -1,7 +1,7 @@
 //! The example site as a [`Router`]: every `pages/NAME.html.eex` at `/NAME`, static files at
 //! `/static/...`, the index at `/`, and the seed experiments' extra assigns.
 //!
-//! Every page is rendered with [`Engine::render_or_stream`]: a page that ends within
+//! Every page is rendered with [`galleon_template::Engine::render_or_stream`]: a page that ends within
 //! `--full-body-max` bytes ([`DEFAULT_FULL_BODY_MAX`]; all ordinary pages, `/blah?iters=1000`'s
 //! 410 KB) is sent whole with `content-length`; a longer one (`/doom`) goes out chunked, starting
 //! with what was already rendered and continuing from there, one chunk of `--chunk-bytes` at a
@@ -19,8 +19,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context;
 use bytes::Bytes;
-use galleon_http::{Body, IoList, Request, Response, Router, StatusCode, sync_handler};
+use galleon_http::{Body, Handler, IoList, Reply, Request, Response, Router, StatusCode};
 use galleon_iolist::escape_html_copy_into;
+use galleon_offload::{Kind, Pool};
 use galleon_template::{Assigns, ErrorKind, Limits, Rendered, Value};
 
 use crate::templates::Templates;
@@ -31,7 +32,7 @@ use crate::templates::Templates;
 pub(crate) const DEFAULT_FULL_BODY_MAX: usize = 4 * 1024 * 1024;
 
 /// How the site renders: the bounds `galleon serve` takes as flags.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct SiteOptions {
     /// Bytes rendered per chunk of a streamed page.
     pub(crate) stream_chunk: usize,
@@ -41,6 +42,8 @@ pub(crate) struct SiteOptions {
     pub(crate) limits: Limits,
     /// `--watch`: recompile changed templates, and show a compile error on the pages.
     pub(crate) watch: bool,
+    /// Where renders run (inline or on the pool, by the `--offload` policy).
+    pub(crate) cpu: Pool,
 }
 
 /// Default chunk size of a streamed page: 256 KiB, the same as `galleon render`. Downloads of
@@ -88,6 +91,8 @@ struct Site {
     stream_chunk: usize,
     full_body_max: usize,
     seq: AtomicU64,
+    /// The CPU pool renders may move to.
+    cpu: Pool,
 }
 
 /// One page: its name (`blah`), its template's (`pages/blah.html.eex`), its data file's
@@ -100,6 +105,8 @@ struct Page {
     data: Option<Assigns>,
     /// `Some(n)`: `@strings` is picked from the first `n` strings of the pool.
     strings: Option<usize>,
+    /// Its renders' offload kind (`render:/NAME`): their cost is learned per page.
+    kind: Kind,
 }
 
 /// Builds the site's router from `dir` (`pages/`, `data/`, `static/`, `layout.html.eex`), and
@@ -126,6 +133,7 @@ pub(crate) fn router(dir: &Path, options: SiteOptions) -> anyhow::Result<(Router
         stream_chunk: options.stream_chunk.max(1),
         full_body_max: options.full_body_max,
         seq: AtomicU64::new(0x2545_f491_4f6c_dd1d),
+        cpu: options.cpu.clone(),
     });
 
     let mut router = Router::new();
@@ -147,15 +155,10 @@ pub(crate) fn router(dir: &Path, options: SiteOptions) -> anyhow::Result<(Router
                 "dynamic-strings" => Some(STRING_POOL),
                 _ => None,
             },
+            kind: options.cpu.kind(&format!("render:{path}")),
             page,
         });
-        // The page is rendered during the call, on the connection's task: no future per
-        // request, and no per-request clone of `site` and `page`, whose reference counts every
-        // worker thread shares.
-        router = router.get(
-            &path,
-            sync_handler(move |req: Request| render_page(&site, &page, &req)),
-        );
+        router = router.get(&path, PageHandler { site, page });
     }
     let static_root = dir.join("static");
     router = router.get("/static/{*path}", move |req: Request| {
@@ -284,6 +287,47 @@ fn pick_strings(site: &Site, page: &Page, req: &Request) -> Value {
     Value::list((0..count).map(|_| site.pool[(rng.next() % modulus as u64) as usize].clone()))
 }
 
+/// A page's route: renders inline, during the call on the connection's task (no future, no
+/// per-request clone of `site` and `page`, whose reference counts every worker shares), when the
+/// `--offload` policy says so for this page at this size; else on the CPU pool.
+struct PageHandler {
+    site: Arc<Site>,
+    page: Arc<Page>,
+}
+
+impl Handler for PageHandler {
+    fn call(&self, req: Request) -> Reply {
+        let (site, page) = (&self.site, &self.page);
+        let size = size_hint(&req);
+        match site
+            .cpu
+            .try_inline(&page.kind, size, || render_page(site, page, &req))
+        {
+            Some(Ok(resp)) => Reply::Ready(resp),
+            Some(Err(e)) => Reply::Ready(crate::offload::failed(&page.kind, e)),
+            None => {
+                let (site, page) = (site.clone(), page.clone());
+                Reply::Later(Box::pin(async move {
+                    let (cpu, kind) = (site.cpu.clone(), page.kind.clone());
+                    cpu.offload(&kind, size, move || render_page(&site, &page, &req))
+                        .await
+                        .unwrap_or_else(|e| crate::offload::failed(&kind, e))
+                }))
+            }
+        }
+    }
+}
+
+/// How big a render of this request will be, for the adaptive policy's estimate by size: the
+/// largest integer among the query's values (the site's pages loop `@iters` or `@count` times),
+/// 1 without one. A guess that fits these pages; an application knows its own measure.
+fn size_hint(req: &Request) -> Option<u64> {
+    let largest = galleon_http::split_query(req.query())
+        .filter_map(|(_, v)| v.parse::<u64>().ok())
+        .max();
+    Some(largest.unwrap_or(1))
+}
+
 fn render_page(site: &Site, page: &Page, req: &Request) -> Response {
     site.templates.with_current(|compiled| {
         if let Some(error) = &compiled.broken {
@@ -345,5 +389,42 @@ fn render_failed(e: &galleon_template::Error, req: Option<&Request>) -> Response
     } else {
         tracing::error!(target, error = %e, "page render failed");
         Response::error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use galleon_http::Method;
+
+    #[tokio::test]
+    async fn template_reload_is_refused_to_other_peers() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("pages")).unwrap();
+        std::fs::write(dir.path().join("pages/p.html.eex"), "v1").unwrap();
+        let cpu = Pool::new(galleon_offload::Config {
+            threads: 1,
+            ..galleon_offload::Config::default()
+        })
+        .unwrap();
+        let options = SiteOptions {
+            stream_chunk: DEFAULT_STREAM_CHUNK,
+            full_body_max: DEFAULT_FULL_BODY_MAX,
+            limits: Limits::default(),
+            watch: false,
+            cpu,
+        };
+        let (router, templates) = router(dir.path(), options).unwrap();
+        std::fs::write(dir.path().join("pages/p.html.eex"), "v2").unwrap();
+        let post = |peer: &str| {
+            Request::new(Method::Post, "/templates/reload", &[], Bytes::new())
+                .with_peer(peer.parse().unwrap())
+        };
+        let r = router.handle(post("192.0.2.7:5000")).await;
+        assert_eq!(r.status().0, 403);
+        assert_eq!(templates.snapshot().version(), 1, "nothing reloaded");
+        let r = router.handle(post("[::1]:5000")).await;
+        assert_eq!(r.status().0, 200);
+        assert_eq!(templates.snapshot().version(), 2);
     }
 }

@@ -343,6 +343,27 @@ fn out_of_range_durations_and_sizes_are_refused_at_start() {
             ["--events-subscriber-buffer", "0"],
             "--events-subscriber-buffer 0: expected 1 to 65536",
         ),
+        (
+            ["--sqlite-reader-threads", "0"],
+            "--sqlite-reader-threads 0: expected 1 to 256",
+        ),
+        (
+            ["--offload", "sometimes"],
+            "invalid value 'sometimes' for '--offload",
+        ),
+        (["--offload-queue", "0"], "--offload-queue 0: expected 1 to"),
+        (
+            ["--offload-threads", "5000"],
+            "--offload-threads 5000: expected 0",
+        ),
+        (
+            ["--max-seal-bytes", "0"],
+            "--max-seal-bytes 0: expected 1 to",
+        ),
+        (
+            ["--max-hash-cost", "1001"],
+            "--max-hash-cost 1001: expected 1 to 1000",
+        ),
         (["--max-connections", "0"], "--max-connections 0"),
         (["--max-head-bytes", "10"], "--max-head-bytes 10: expected"),
         (["--max-headers", "0"], "--max-headers 0: expected"),

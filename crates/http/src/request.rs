@@ -258,6 +258,23 @@ impl Request {
         self.0.peer = peer;
     }
 
+    /// This request as if it came from `peer`: for tests of handlers that answer loopback
+    /// peers only, and for embedders that build requests themselves.
+    ///
+    /// # Examples
+    /// ```
+    /// use bytes::Bytes;
+    /// use galleon_http::{Method, Request};
+    ///
+    /// let req = Request::new(Method::Get, "/", &[], Bytes::new())
+    ///     .with_peer("192.0.2.7:5000".parse().unwrap());
+    /// assert!(!req.peer().unwrap().ip().is_loopback());
+    /// ```
+    pub fn with_peer(mut self, peer: SocketAddr) -> Request {
+        self.0.peer = Some(peer);
+        self
+    }
+
     pub(crate) fn set_body(&mut self, body: Bytes) {
         self.0.body = body;
     }

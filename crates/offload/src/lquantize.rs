@@ -44,7 +44,9 @@ impl LinearBuckets {
                 step: 50,
             };
         }
-        let lo = hist.value_at_quantile(lo);
+        // The lowest equivalent: the value a bucket row counts a sample by (what `render`
+        // passes), so a histogram of one value lands in a bucket, not below the first.
+        let lo = hist.lowest_equivalent(hist.value_at_quantile(lo));
         let hi = hist.value_at_quantile(hi).max(lo + 1);
         let step = round_step((hi - lo) / 20);
         let base = lo / step * step;

@@ -107,6 +107,14 @@ pub struct Pool {
     handle: Arc<Handle>,
 }
 
+/// Runs `job` on this thread as an inline job of `kind`: timed, and a panic is an error.
+fn run_here<T>(kind: &Kind, size: Option<u64>, job: impl FnOnce() -> T) -> Result<T, OffloadError> {
+    let start = Instant::now();
+    let result = catch_unwind(AssertUnwindSafe(job));
+    kind.finish_inline(size, start.elapsed(), result.is_err());
+    result.map_err(|p| OffloadError::Panicked(panic_message(&*p)))
+}
+
 /// What a pool thread sends back.
 enum Done<T> {
     Ran {
@@ -192,6 +200,42 @@ impl Pool {
         self.submit(kind, size_hint, job, true).await
     }
 
+    /// Runs `job` on this thread, now, when `kind`'s policy routes a job of this size inline, and
+    /// returns its result; `None`, without running it, when the policy routes it to the pool:
+    /// then give an owned job to [`Pool::offload`]. For hot paths that should neither box a
+    /// future nor move their inputs unless the job really leaves the thread.
+    pub fn try_inline<T>(
+        &self,
+        kind: &Kind,
+        size_hint: Option<u64>,
+        job: impl FnOnce() -> T,
+    ) -> Option<Result<T, OffloadError>> {
+        if self.handle.shared.is_shut_down() {
+            return Some(Err(OffloadError::ShutDown));
+        }
+        let (route, _) = kind.route(size_hint);
+        (route == Route::Inline).then(|| run_here(kind, size_hint, job))
+    }
+
+    /// `job` on a pool thread whatever `kind`'s policy says (after [`Pool::try_inline`] said
+    /// `None`, so the decision is not counted twice), waiting for room in the queue.
+    pub async fn offload<T, F>(
+        &self,
+        kind: &Kind,
+        size_hint: Option<u64>,
+        job: F,
+    ) -> Result<T, OffloadError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        if self.handle.shared.is_shut_down() {
+            return Err(OffloadError::ShutDown);
+        }
+        let cost = kind.estimated_cost(size_hint);
+        self.enqueue(kind, size_hint, job, true, cost).await
+    }
+
     /// [`Pool::run`], but a full queue is [`OffloadError::QueueFull`] at once instead of a wait.
     pub async fn try_run<T, F>(
         &self,
@@ -223,11 +267,25 @@ impl Pool {
         }
         let (route, cost) = kind.route(size);
         if route == Route::Inline {
-            let start = Instant::now();
-            let result = catch_unwind(AssertUnwindSafe(job));
-            kind.finish_inline(size, start.elapsed(), result.is_err());
-            return result.map_err(|p| OffloadError::Panicked(panic_message(&*p)));
+            return run_here(kind, size, job);
         }
+        self.enqueue(kind, size, job, wait, cost).await
+    }
+
+    /// Puts `job` on the queue (waiting for room if `wait`) and awaits its result.
+    async fn enqueue<T, F>(
+        &self,
+        kind: &Kind,
+        size: Option<u64>,
+        job: F,
+        wait: bool,
+        cost: Option<Duration>,
+    ) -> Result<T, OffloadError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let shared = &self.handle.shared;
         let permit = match shared.slots.try_acquire() {
             Ok(p) => p,
             Err(TryAcquireError::Closed) => return Err(OffloadError::ShutDown),

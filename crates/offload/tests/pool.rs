@@ -362,3 +362,36 @@ async fn the_awaiting_spin_lets_the_workers_other_tasks_run() {
     assert_eq!(pool.run(&k, None, job).await, Ok(7));
     opener.await.unwrap();
 }
+
+#[tokio::test]
+async fn try_inline_runs_here_or_hands_the_job_back_for_offload() {
+    let p = pool(1, 4, Policy::Inline);
+    let k = p.kind("hot");
+    let local = 7;
+    // Inline: run now, borrowing the caller's data, on the caller's thread.
+    assert_eq!(
+        p.try_inline(&k, None, || (local, on_pool_thread())),
+        Some(Ok((7, false)))
+    );
+    assert_eq!(
+        p.try_inline(&k, None, || -> u32 { panic!("hot") }),
+        Some(Err(OffloadError::Panicked("hot".into())))
+    );
+    // Offload: not run; the owned job goes to a pool thread, counted once.
+    k.set_policy(Policy::Offload);
+    let ran = AtomicBool::new(false);
+    assert_eq!(
+        p.try_inline(&k, None, || ran.store(true, Ordering::SeqCst)),
+        None
+    );
+    assert!(!ran.load(Ordering::SeqCst));
+    assert_eq!(p.offload(&k, None, on_pool_thread).await, Ok(true));
+    let s = k.snapshot();
+    assert_eq!((s.inline, s.offloaded, s.panicked), (2, 1, 1));
+    p.shutdown();
+    assert_eq!(
+        p.try_inline(&k, None, || 1),
+        Some(Err(OffloadError::ShutDown))
+    );
+    assert_eq!(p.offload(&k, None, || 1).await, Err(OffloadError::ShutDown));
+}

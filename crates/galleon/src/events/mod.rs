@@ -60,6 +60,8 @@ pub(crate) struct EventsConfig {
     pub(crate) keep_alive: Duration,
     /// Live-feed batches kept for subscribers that fall behind.
     pub(crate) subscriber_buffer: usize,
+    /// SQLite only: the store's reader threads.
+    pub(crate) sqlite_reader_threads: usize,
 }
 
 /// Opens the store `config` names; `None` when it is [`EVENTS_OFF`]. Errors name the URL
@@ -86,6 +88,7 @@ pub(crate) async fn open(config: &EventsConfig) -> anyhow::Result<Option<Store>>
         pg_schema: config.schema.clone(),
         pg_application_name: Some("galleon".to_owned()),
         subscriber_buffer: Some(config.subscriber_buffer),
+        sqlite_reader_threads: Some(config.sqlite_reader_threads),
         ..OpenOptions::default()
     };
     let store = tokio::time::timeout(OPEN_TIMEOUT, Store::open_with(&config.url, options))

@@ -325,3 +325,38 @@ async fn reload(req: &Request, reloader: Reloader<RuleSet>) -> Response {
         Err(_) => json_error(StatusCode::INTERNAL_SERVER_ERROR, "reload failed"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn reload_is_refused_to_other_peers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rules.json");
+        let site = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../site/data/rules.json");
+        std::fs::copy(site, &path).unwrap();
+        let limits = SetLimits {
+            max_rules: DEFAULT_MAX_RULES,
+        };
+        let reloader = Reloader::load(&path, move |p, b| {
+            RuleSet::parse(p, b, limits).map_err(Into::into)
+        })
+        .unwrap();
+        let req = |peer: &str| {
+            Request::new(
+                galleon_http::Method::Post,
+                "/rules/reload",
+                &[],
+                Default::default(),
+            )
+            .with_peer(peer.parse().unwrap())
+        };
+        let r = reload(&req("192.0.2.7:5000"), reloader.clone()).await;
+        assert_eq!(r.status().0, 403);
+        assert_eq!(reloader.shared().version(), 1, "nothing reloaded");
+        let r = reload(&req("127.0.0.1:5000"), reloader.clone()).await;
+        assert_eq!(r.status().0, 200);
+        assert_eq!(reloader.shared().version(), 2);
+    }
+}

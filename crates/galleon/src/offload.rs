@@ -1,0 +1,211 @@
+//! The CPU pool of `galleon serve` (seed 001's dirty schedulers, `galleon-offload`): its flags,
+//! the routes of the seed's jobs, and the loopback-only endpoint with the pool's histograms.
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /seal?bytes=N` | seals N bytes with XChaCha20-Poly1305 (libsodium's secretbox case), kind `seal` sized by N |
+//! | `GET /hash?cost=N` | an Argon2id hash of N passes over 8 MiB (a job of many milliseconds), kind `hash` |
+//! | `GET /_galleon/offload` | the pool and every kind as JSON (counts, hop and run histograms, estimates); loopback peers only |
+//!
+//! Page renders (kind `render:/NAME`, see `site.rs`) and streamed chunks (`stream-chunk`) use the
+//! same pool. `galleon hops` prints the endpoint's histograms the way the seed printed DTrace's.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use galleon_http::{Request, Response, Router, StatusCode};
+use galleon_offload::{Config, Kind, OffloadError, Policy, Pool};
+
+use crate::work::{self, WorkLimits};
+
+/// The path of the pool's statistics.
+pub(crate) const STATS_PATH: &str = "/_galleon/offload";
+
+/// Default `--offload-queue`: jobs waiting for a pool thread at most (callers then wait).
+pub(crate) const DEFAULT_QUEUE: usize = 1024;
+
+/// Largest `--offload-queue` and `--offload-threads`.
+const MAX_QUEUE: usize = 1 << 20;
+const MAX_THREADS: usize = 1024;
+
+/// The pool's flags of `galleon serve`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct OffloadArgs {
+    /// Where CPU work (page renders, stream chunks, /seal, /hash) runs: inline (on the request's
+    /// worker), offload (always on the pool), or adaptive (by its measured cost: inline while
+    /// the hop would be over 10% of the job, never inline over 1 ms; `adaptive:0.1:1000us`).
+    #[arg(long, default_value = "adaptive", value_name = "POLICY")]
+    offload: Policy,
+    /// Pool threads (0: one per core). Never pinned.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    offload_threads: usize,
+    /// Jobs waiting for a pool thread at most; past it a request waits for room.
+    #[arg(long, default_value_t = DEFAULT_QUEUE, value_name = "N")]
+    offload_queue: usize,
+    /// Most bytes one /seal request seals.
+    #[arg(long, default_value_t = work::DEFAULT_MAX_SEAL_BYTES, value_name = "BYTES")]
+    max_seal_bytes: usize,
+    /// Most Argon2id passes one /hash request runs.
+    #[arg(long, default_value_t = work::DEFAULT_MAX_HASH_COST, value_name = "N")]
+    max_hash_cost: u32,
+}
+
+/// Builds the pool the flags describe; range errors name the flag.
+pub(crate) fn pool(args: &OffloadArgs) -> anyhow::Result<(Pool, WorkLimits)> {
+    anyhow::ensure!(
+        args.offload_threads <= MAX_THREADS,
+        "--offload-threads {}: expected 0 (one per core) to {MAX_THREADS}",
+        args.offload_threads
+    );
+    anyhow::ensure!(
+        (1..=MAX_QUEUE).contains(&args.offload_queue),
+        "--offload-queue {}: expected 1 to {MAX_QUEUE}",
+        args.offload_queue
+    );
+    anyhow::ensure!(
+        (1..=work::MAX_SEAL_BYTES).contains(&args.max_seal_bytes),
+        "--max-seal-bytes {}: expected 1 to {}",
+        args.max_seal_bytes,
+        work::MAX_SEAL_BYTES
+    );
+    anyhow::ensure!(
+        (1..=work::MAX_HASH_COST).contains(&args.max_hash_cost),
+        "--max-hash-cost {}: expected 1 to {}",
+        args.max_hash_cost,
+        work::MAX_HASH_COST
+    );
+    let pool = Pool::new(Config {
+        threads: args.offload_threads,
+        queue_capacity: args.offload_queue,
+        policy: args.offload,
+        ..Config::default()
+    })?;
+    let limits = WorkLimits {
+        max_seal_bytes: args.max_seal_bytes,
+        max_hash_cost: args.max_hash_cost,
+    };
+    Ok((pool, limits))
+}
+
+/// The answer to a job the pool could not run: a panic is the server's fault (500, logged); a
+/// pool shut down means the server is stopping (503).
+pub(crate) fn failed(kind: &Kind, e: OffloadError) -> Response {
+    match e {
+        OffloadError::ShutDown | OffloadError::QueueFull => {
+            Response::error(StatusCode(503), "the server is stopping")
+        }
+        OffloadError::Panicked(msg) => {
+            tracing::error!(kind = kind.name(), panic = %msg, "offloaded job panicked");
+            Response::error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+        }
+    }
+}
+
+/// Adds `/seal`, `/hash` and the statistics endpoint to `router`.
+pub(crate) fn mount(router: Router, pool: &Pool, limits: WorkLimits) -> Router {
+    let seal = (pool.clone(), pool.kind("seal"), Arc::new(AtomicU64::new(0)));
+    let hash = (pool.clone(), pool.kind("hash"));
+    let stats = pool.clone();
+    router
+        .get("/seal", move |req: Request| {
+            let (pool, kind, counter) = seal.clone();
+            async move {
+                let bytes = match work::seal_bytes(
+                    req.query_value("bytes").as_deref(),
+                    limits.max_seal_bytes,
+                ) {
+                    Ok(n) => n,
+                    Err(msg) => return Response::error(StatusCode::BAD_REQUEST, &msg),
+                };
+                let nonce = counter.fetch_add(1, Ordering::Relaxed);
+                let job = move || work::seal(bytes, nonce);
+                match pool.run(&kind, Some(bytes as u64), job).await {
+                    Ok(sealed) => json(&serde_json::json!({
+                        "bytes": bytes,
+                        "tag": work::hex(&sealed[sealed.len() - 16..]),
+                    })),
+                    Err(e) => failed(&kind, e),
+                }
+            }
+        })
+        .get("/hash", move |req: Request| {
+            let (pool, kind) = hash.clone();
+            async move {
+                let cost =
+                    match work::hash_cost(req.query_value("cost").as_deref(), limits.max_hash_cost)
+                    {
+                        Ok(n) => n,
+                        Err(msg) => return Response::error(StatusCode::BAD_REQUEST, &msg),
+                    };
+                match pool
+                    .run(&kind, Some(u64::from(cost)), move || work::hash(cost))
+                    .await
+                {
+                    Ok(h) => json(&serde_json::json!({ "cost": cost, "hash": work::hex(&h) })),
+                    Err(e) => failed(&kind, e),
+                }
+            }
+        })
+        .get(STATS_PATH, move |req: Request| {
+            let pool = stats.clone();
+            async move {
+                if !req.peer().is_none_or(|p| p.ip().is_loopback()) {
+                    return Response::error(StatusCode(403), "diagnostics answer loopback only");
+                }
+                json(&pool.snapshot())
+            }
+        })
+}
+
+fn json(value: &impl serde::Serialize) -> Response {
+    match serde_json::to_string(value) {
+        Ok(body) => {
+            Response::new(StatusCode::OK, body).with_header("content-type", "application/json")
+        }
+        Err(_) => Response::error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use galleon_http::Method;
+
+    fn get(target: &str, peer: &str) -> Request {
+        Request::new(Method::Get, target, &[], Bytes::new()).with_peer(peer.parse().unwrap())
+    }
+
+    #[tokio::test]
+    async fn the_jobs_answer_and_the_statistics_are_for_loopback_only() {
+        let pool = Pool::new(Config {
+            threads: 1,
+            ..Config::default()
+        })
+        .unwrap();
+        let router = mount(Router::new(), &pool, WorkLimits::default());
+        let local = "127.0.0.1:5000";
+        let r = router.handle(get("/seal?bytes=1000", local)).await;
+        assert_eq!(r.status().0, 200);
+        let r = router.handle(get("/seal?bytes=99999999999", local)).await;
+        assert_eq!(r.status().0, 400);
+        let r = router.handle(get("/hash?cost=0", local)).await;
+        assert_eq!(r.status().0, 400);
+        let r = router.handle(get(STATS_PATH, "192.0.2.7:5000")).await;
+        assert_eq!(r.status().0, 403);
+        let r = router.handle(get(STATS_PATH, local)).await;
+        assert_eq!(r.status().0, 200);
+        let body = r.body().as_full().expect("a whole body").to_vec();
+        let stats: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let seal = stats["kinds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["name"] == "seal")
+            .expect("the seal kind");
+        assert_eq!(
+            seal["inline"].as_u64().unwrap() + seal["offloaded"].as_u64().unwrap(),
+            1
+        );
+    }
+}
