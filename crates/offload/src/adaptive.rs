@@ -12,6 +12,8 @@ use std::time::Duration;
 /// jobs without a size hint.
 const SIZED_BUCKETS: usize = 65;
 const UNSIZED: usize = SIZED_BUCKETS;
+/// All buckets, sized and unsized.
+pub(crate) const BUCKETS: usize = SIZED_BUCKETS + 1;
 /// Weight of a new sample in an estimate (exponential moving average).
 const ALPHA: f64 = 1.0 / 8.0;
 /// One decision in this many per bucket takes the other path (when the budget allows).
@@ -70,7 +72,7 @@ fn bucket_floor(b: usize) -> u64 {
     if b == 0 { 0 } else { 1u64 << (b - 1) }
 }
 
-fn bucket_of(size: Option<u64>) -> usize {
+pub(crate) fn bucket_of(size: Option<u64>) -> usize {
     match size {
         None => UNSIZED,
         Some(s) => (u64::BITS - s.leading_zeros()) as usize,
@@ -154,7 +156,7 @@ impl CostModel {
 
     /// The route the estimates prefer, before resampling; `true` if it is forced (unknown cost or
     /// over the budget: never inline).
-    fn preferred(
+    pub(crate) fn preferred(
         &self,
         size: Option<u64>,
         max_overhead: f64,
@@ -171,6 +173,7 @@ impl CostModel {
 
     /// Decide where the next job of this size runs, counting the decision: one in
     /// [`RESAMPLE_EVERY`] takes the other path unless the preferred one is forced.
+    #[cfg(test)]
     pub(crate) fn decide(
         &mut self,
         size: Option<u64>,
@@ -178,16 +181,29 @@ impl CostModel {
         budget: Duration,
         pool_hop_ns: Option<f64>,
     ) -> Route {
+        self.decide_preferring(size, max_overhead, budget, pool_hop_ns)
+            .0
+    }
+
+    /// [`CostModel::decide`], and the route the estimates prefer (which a resample overrides).
+    pub(crate) fn decide_preferring(
+        &mut self,
+        size: Option<u64>,
+        max_overhead: f64,
+        budget: Duration,
+        pool_hop_ns: Option<f64>,
+    ) -> (Route, Route) {
         let (route, forced) = self.preferred(size, max_overhead, budget, pool_hop_ns);
         let bucket = &mut self.buckets[bucket_of(size)];
         bucket.decisions += 1;
-        if forced || bucket.decisions % RESAMPLE_EVERY != 0 {
+        let decided = if forced || bucket.decisions % RESAMPLE_EVERY != 0 {
             route
         } else if route == Route::Inline {
             Route::Offload
         } else {
             Route::Inline
-        }
+        };
+        (decided, route)
     }
 
     /// The smallest size from which every larger size is offloaded by the current estimates

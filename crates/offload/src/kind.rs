@@ -1,9 +1,10 @@
 //! [`Kind`]: a named class of jobs, with its policy, cost model, counters and histograms.
 
-use crate::adaptive::{CostModel, Route};
+use crate::adaptive::{BUCKETS, CostModel, Route, bucket_of};
 use crate::policy::Policy;
 use crate::stats::{HistogramSummary, KindHistograms, KindSnapshot};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -29,6 +30,17 @@ impl SharedHop {
     }
 }
 
+/// On a bucket whose estimates prefer inline, one job in this many (per thread) takes the full
+/// path: timed, its cost given to the model, the decision made again. The others run untimed
+/// and unlocked, a counter their only cost: a job of a few microseconds (a 4 KB page) would
+/// otherwise pay two lock round trips and two clock reads, ~10% of its request.
+pub(crate) const SAMPLE_EVERY: u32 = 16;
+
+thread_local! {
+    /// This thread's count of fast-path candidates, for [`SAMPLE_EVERY`].
+    static TICK: Cell<u32> = const { Cell::new(0) };
+}
+
 #[derive(Debug)]
 struct Inner {
     policy: Policy,
@@ -43,6 +55,8 @@ pub(crate) struct KindState {
     inline: AtomicU64,
     offloaded: AtomicU64,
     panicked: AtomicU64,
+    /// Per size bucket: the last full decision preferred inline (so the fast path may run it).
+    fast: [AtomicBool; BUCKETS],
 }
 
 /// A named class of jobs (`"seal"`, `"render"`), registered once with
@@ -67,6 +81,7 @@ impl Kind {
                 inline: AtomicU64::new(0),
                 offloaded: AtomicU64::new(0),
                 panicked: AtomicU64::new(0),
+                fast: std::array::from_fn(|_| AtomicBool::new(false)),
             }),
             hop,
         }
@@ -91,7 +106,35 @@ impl Kind {
 
     /// Change its policy; the estimates are kept.
     pub fn set_policy(&self, policy: Policy) {
-        self.lock().policy = policy;
+        let mut inner = self.lock();
+        inner.policy = policy;
+        for f in &self.state.fast {
+            f.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a job of this size runs inline on the fast path (untimed, counted); `false`: take
+    /// [`Kind::route`]. Only buckets whose last full decision preferred inline qualify, and one
+    /// call in [`SAMPLE_EVERY`] per thread says `false` to sample the cost again.
+    pub(crate) fn fast_inline(&self, size: Option<u64>) -> bool {
+        if !self.state.fast[bucket_of(size)].load(Ordering::Relaxed) {
+            return false;
+        }
+        let sample = TICK.with(|t| {
+            let n = t.get().wrapping_add(1);
+            t.set(n);
+            n % SAMPLE_EVERY == 0
+        });
+        if sample {
+            return false;
+        }
+        self.state.inline.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// A job of the fast path panicked.
+    pub(crate) fn count_panic(&self) {
+        self.state.panicked.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Where the next job of this size goes (counted as a decision by the adaptive model), and
@@ -99,15 +142,24 @@ impl Kind {
     pub(crate) fn route(&self, size: Option<u64>) -> (Route, Option<Duration>) {
         let pool_hop = self.hop.get();
         let mut inner = self.lock();
+        let fast = &self.state.fast[bucket_of(size)];
         let route = match inner.policy {
-            Policy::Inline => return (Route::Inline, None),
+            Policy::Inline => {
+                fast.store(true, Ordering::Relaxed);
+                return (Route::Inline, None);
+            }
             Policy::Offload => Route::Offload,
             Policy::Adaptive {
                 max_overhead,
                 latency_budget,
-            } => inner
-                .model
-                .decide(size, max_overhead, latency_budget, pool_hop),
+            } => {
+                let (route, preferred) =
+                    inner
+                        .model
+                        .decide_preferring(size, max_overhead, latency_budget, pool_hop);
+                fast.store(preferred == Route::Inline, Ordering::Relaxed);
+                route
+            }
         };
         let cost = inner
             .model
@@ -133,6 +185,28 @@ impl Kind {
         let budget = Self::budget(inner.policy);
         inner.model.observe_cost(size, run, budget);
         inner.hist.record_run(run);
+        self.refresh_fast(&inner, size);
+    }
+
+    /// After new data: whether jobs of this size may take the fast path, by what the estimates
+    /// now prefer.
+    fn refresh_fast(&self, inner: &Inner, size: Option<u64>) {
+        let inline = match inner.policy {
+            Policy::Inline => true,
+            Policy::Offload => false,
+            Policy::Adaptive {
+                max_overhead,
+                latency_budget,
+            } => {
+                let pool_hop = self.hop.get();
+                inner
+                    .model
+                    .preferred(size, max_overhead, latency_budget, pool_hop)
+                    .0
+                    == Route::Inline
+            }
+        };
+        self.state.fast[bucket_of(size)].store(inline, Ordering::Relaxed);
     }
 
     /// A job ran on the pool; its result reached the caller.
@@ -156,6 +230,7 @@ impl Kind {
         inner.model.observe_hop(size, hop);
         inner.hist.record_run(run);
         inner.hist.record_hops(to_pool, back);
+        self.refresh_fast(&inner, size);
     }
 
     /// Feed the adaptive model a measurement as if a job had run (for callers that time work
@@ -167,6 +242,7 @@ impl Kind {
         if let Some(hop) = hop {
             inner.model.observe_hop(size_hint, hop);
         }
+        self.refresh_fast(&inner, size_hint);
     }
 
     /// The size hint from which this kind's jobs go to the pool under its adaptive bounds: every

@@ -21,6 +21,10 @@
 //!   cost (by log2 of a size hint) and of the measured hop, runs inline while hop ÷ cost is over
 //!   `max_overhead` (10%), never inline over `latency_budget` (1 ms), and sends one decision in
 //!   64 the other way to notice changes. [`Kind::switch_point`] is the size where it switches.
+//!   Where the estimates prefer inline, jobs run untimed and unlocked but for one in 16 per
+//!   thread, which is timed and decided again: a job of microseconds pays a counter, not two
+//!   lock round trips and two clock reads. [`Pool::try_inline`] runs such a job without boxing
+//!   a future.
 //! - Measurement as the seed did it: per kind, HDR histograms of the hop to the pool, the hop
 //!   back and the run time ([`Kind::histograms`], [`Pool::snapshot`]), printed as DTrace
 //!   `lquantize` text by [`LinearBuckets::render`].

@@ -115,6 +115,15 @@ fn run_here<T>(kind: &Kind, size: Option<u64>, job: impl FnOnce() -> T) -> Resul
     result.map_err(|p| OffloadError::Panicked(panic_message(&*p)))
 }
 
+/// Runs `job` on this thread on the fast path ([`Kind::fast_inline`]): untimed; a panic is an
+/// error.
+fn run_fast<T>(kind: &Kind, job: impl FnOnce() -> T) -> Result<T, OffloadError> {
+    catch_unwind(AssertUnwindSafe(job)).map_err(|p| {
+        kind.count_panic();
+        OffloadError::Panicked(panic_message(&*p))
+    })
+}
+
 /// What a pool thread sends back.
 enum Done<T> {
     Ran {
@@ -213,6 +222,9 @@ impl Pool {
         if self.handle.shared.is_shut_down() {
             return Some(Err(OffloadError::ShutDown));
         }
+        if kind.fast_inline(size_hint) {
+            return Some(run_fast(kind, job));
+        }
         let (route, _) = kind.route(size_hint);
         (route == Route::Inline).then(|| run_here(kind, size_hint, job))
     }
@@ -264,6 +276,9 @@ impl Pool {
         let shared = &self.handle.shared;
         if shared.is_shut_down() {
             return Err(OffloadError::ShutDown);
+        }
+        if kind.fast_inline(size) {
+            return run_fast(kind, job);
         }
         let (route, cost) = kind.route(size);
         if route == Route::Inline {

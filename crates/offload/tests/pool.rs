@@ -107,8 +107,9 @@ async fn inline_runs_on_the_callers_thread_offload_on_a_pool_thread() {
     assert!(pool.run(&k, None, on_pool_thread).await.unwrap());
     let s = k.snapshot();
     assert_eq!((s.inline, s.offloaded), (2, 2));
-    // Offloaded jobs were measured both ways; inline ones only ran.
-    assert_eq!((s.to_pool.count, s.back.count, s.run.count), (2, 2, 4));
+    // Offloaded jobs were measured both ways; inline ones only ran, and of those the second
+    // took the fast path (untimed: one in SAMPLE_EVERY is timed once inline is preferred).
+    assert_eq!((s.to_pool.count, s.back.count, s.run.count), (2, 2, 3));
 }
 
 #[tokio::test]
@@ -394,4 +395,24 @@ async fn try_inline_runs_here_or_hands_the_job_back_for_offload() {
         Some(Err(OffloadError::ShutDown))
     );
     assert_eq!(p.offload(&k, None, || 1).await, Err(OffloadError::ShutDown));
+}
+
+#[tokio::test]
+async fn preferred_inline_jobs_are_counted_all_and_timed_one_in_sixteen() {
+    let pool = pool(1, 4, Policy::adaptive());
+    let k = pool.kind("hot");
+    let us = Duration::from_micros(1);
+    for _ in 0..60 {
+        k.observe(None, 5 * us, Some(2 * us));
+    }
+    for _ in 0..64 {
+        assert!(!pool.run(&k, None, on_pool_thread).await.unwrap());
+    }
+    let s = k.snapshot();
+    assert_eq!(s.inline, 64);
+    // One in 16 per thread took the full path, timed (and may have resampled to the pool).
+    assert!((4..=8).contains(&(s.run.count)), "timed {}", s.run.count);
+    // The cost jumps past the budget: the next job is offloaded, not run on the fast path.
+    k.observe(None, 5000 * us, None);
+    assert!(pool.run(&k, None, on_pool_thread).await.unwrap());
 }
