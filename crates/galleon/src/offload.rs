@@ -24,6 +24,10 @@ pub(crate) const STATS_PATH: &str = "/_galleon/offload";
 /// Default `--offload-queue`: jobs waiting for a pool thread at most (callers then wait).
 pub(crate) const DEFAULT_QUEUE: usize = 1024;
 
+/// Default `--offload-nice`: the pool below the request workers (see `bench/README.md`,
+/// head-of-line).
+pub(crate) const DEFAULT_NICE: i32 = 10;
+
 /// Largest `--offload-queue` and `--offload-threads`.
 const MAX_QUEUE: usize = 1 << 20;
 const MAX_THREADS: usize = 1024;
@@ -39,6 +43,10 @@ pub(crate) struct OffloadArgs {
     /// Pool threads (0: one per core). Never pinned.
     #[arg(long, default_value_t = 0, value_name = "N")]
     offload_threads: usize,
+    /// The pool threads' nice value (Linux): above 0, request workers preempt them, so light
+    /// requests keep their latency while heavy jobs use the CPU that is left. 0: as the server.
+    #[arg(long, default_value_t = DEFAULT_NICE, value_name = "0-19")]
+    offload_nice: i32,
     /// Jobs waiting for a pool thread at most; past it a request waits for room.
     #[arg(long, default_value_t = DEFAULT_QUEUE, value_name = "N")]
     offload_queue: usize,
@@ -56,6 +64,11 @@ pub(crate) fn pool(args: &OffloadArgs) -> anyhow::Result<(Pool, WorkLimits)> {
         args.offload_threads <= MAX_THREADS,
         "--offload-threads {}: expected 0 (one per core) to {MAX_THREADS}",
         args.offload_threads
+    );
+    anyhow::ensure!(
+        (0..=19).contains(&args.offload_nice),
+        "--offload-nice {}: expected 0 to 19",
+        args.offload_nice
     );
     anyhow::ensure!(
         (1..=MAX_QUEUE).contains(&args.offload_queue),
@@ -78,6 +91,7 @@ pub(crate) fn pool(args: &OffloadArgs) -> anyhow::Result<(Pool, WorkLimits)> {
         threads: args.offload_threads,
         queue_capacity: args.offload_queue,
         policy: args.offload,
+        nice: args.offload_nice,
         ..Config::default()
     })?;
     let limits = WorkLimits {

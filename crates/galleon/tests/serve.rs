@@ -353,6 +353,10 @@ fn out_of_range_durations_and_sizes_are_refused_at_start() {
         ),
         (["--offload-queue", "0"], "--offload-queue 0: expected 1 to"),
         (
+            ["--offload-nice", "20"],
+            "--offload-nice 20: expected 0 to 19",
+        ),
+        (
             ["--offload-threads", "5000"],
             "--offload-threads 5000: expected 0",
         ),

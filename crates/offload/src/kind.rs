@@ -137,18 +137,19 @@ impl Kind {
         self.state.panicked.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Where the next job of this size goes (counted as a decision by the adaptive model), and
-    /// its estimated run time (`None` while unknown).
-    pub(crate) fn route(&self, size: Option<u64>) -> (Route, Option<Duration>) {
+    /// Where the next job of this size goes (counted as a decision by the adaptive model), its
+    /// estimated run time (`None` while unknown), and whether the route is a resample that goes
+    /// against what the estimates prefer.
+    pub(crate) fn route(&self, size: Option<u64>) -> (Route, Option<Duration>, bool) {
         let pool_hop = self.hop.get();
         let mut inner = self.lock();
         let fast = &self.state.fast[bucket_of(size)];
         let route = match inner.policy {
             Policy::Inline => {
                 fast.store(true, Ordering::Relaxed);
-                return (Route::Inline, None);
+                return (Route::Inline, None, false);
             }
-            Policy::Offload => Route::Offload,
+            Policy::Offload => (Route::Offload, Route::Offload),
             Policy::Adaptive {
                 max_overhead,
                 latency_budget,
@@ -158,14 +159,15 @@ impl Kind {
                         .model
                         .decide_preferring(size, max_overhead, latency_budget, pool_hop);
                 fast.store(preferred == Route::Inline, Ordering::Relaxed);
-                route
+                (route, preferred)
             }
         };
+        let (route, preferred) = route;
         let cost = inner
             .model
             .cost_ns(size)
             .map(|c| Duration::from_nanos(c as u64));
-        (route, cost)
+        (route, cost, route != preferred)
     }
 
     fn budget(policy: Policy) -> Duration {

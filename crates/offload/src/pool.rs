@@ -36,6 +36,10 @@ pub struct Config {
     pub policy: Policy,
     /// Threads are named `{thread_name}-{i}`.
     pub thread_name: String,
+    /// The pool threads' nice value (Linux; best effort, 0 leaves it alone). Above 0, a request
+    /// worker that has work preempts a pool thread: on a machine whose cores the pool can fill,
+    /// light requests then keep their latency while heavy jobs take the CPU that is left.
+    pub nice: i32,
 }
 
 impl Default for Config {
@@ -47,6 +51,7 @@ impl Default for Config {
             await_spin: Duration::from_micros(10),
             policy: Policy::default(),
             thread_name: "galleon-offload".to_owned(),
+            nice: 0,
         }
     }
 }
@@ -107,6 +112,17 @@ pub struct Pool {
     handle: Arc<Handle>,
 }
 
+/// Sets this thread's nice value (Linux: `setpriority` on its thread id). Best effort: lowering
+/// a thread's priority is always allowed, raising it needs privileges and is then left as is.
+fn set_nice(nice: i32) {
+    #[cfg(target_os = "linux")]
+    if nice != 0 {
+        let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), nice);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
+}
+
 /// Runs `job` on this thread as an inline job of `kind`: timed, and a panic is an error.
 fn run_here<T>(kind: &Kind, size: Option<u64>, job: impl FnOnce() -> T) -> Result<T, OffloadError> {
     let start = Instant::now();
@@ -146,9 +162,13 @@ impl Pool {
         let mut handles = Vec::with_capacity(threads);
         for i in 0..threads {
             let worker = shared.clone();
+            let nice = config.nice;
             let spawned = std::thread::Builder::new()
                 .name(format!("{}-{i}", config.thread_name))
-                .spawn(move || worker.work());
+                .spawn(move || {
+                    set_nice(nice);
+                    worker.work()
+                });
             match spawned {
                 Ok(h) => handles.push(h),
                 Err(e) => {
@@ -225,8 +245,9 @@ impl Pool {
         if kind.fast_inline(size_hint) {
             return Some(run_fast(kind, job));
         }
-        let (route, _) = kind.route(size_hint);
-        (route == Route::Inline).then(|| run_here(kind, size_hint, job))
+        let (route, _, resampled) = kind.route(size_hint);
+        (route == Route::Inline || resampled && self.saturated())
+            .then(|| run_here(kind, size_hint, job))
     }
 
     /// `job` on a pool thread whatever `kind`'s policy says (after [`Pool::try_inline`] said
@@ -280,8 +301,8 @@ impl Pool {
         if kind.fast_inline(size) {
             return run_fast(kind, job);
         }
-        let (route, cost) = kind.route(size);
-        if route == Route::Inline {
+        let (route, cost, resampled) = kind.route(size);
+        if route == Route::Inline || resampled && self.saturated() {
             return run_here(kind, size, job);
         }
         self.enqueue(kind, size, job, wait, cost).await
@@ -364,6 +385,13 @@ impl Pool {
             }
             Ok(Done::Cancelled) | Err(_) => Err(OffloadError::ShutDown),
         }
+    }
+
+    /// Whether a job queued now would wait. A resample (a job the estimates would run inline,
+    /// sent to the pool to measure the hop again) is not worth a wait behind other kinds' long
+    /// jobs: it then runs inline, as preferred.
+    fn saturated(&self) -> bool {
+        self.handle.shared.is_saturated(self.handle.thread_count)
     }
 
     /// Stop taking jobs: from now on `run` and `try_run` return [`OffloadError::ShutDown`]. Jobs

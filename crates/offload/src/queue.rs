@@ -125,6 +125,11 @@ impl Shared {
         }
     }
 
+    /// Whether a job queued now would wait: every thread busy, or jobs already waiting.
+    pub(crate) fn is_saturated(&self, threads: usize) -> bool {
+        self.queued.load(Ordering::Relaxed) > 0 || self.busy.load(Ordering::Relaxed) >= threads
+    }
+
     pub(crate) fn counts(&self) -> QueueCounts {
         let state = self.lock();
         QueueCounts {

@@ -416,3 +416,59 @@ async fn preferred_inline_jobs_are_counted_all_and_timed_one_in_sixteen() {
     k.observe(None, 5000 * us, None);
     assert!(pool.run(&k, None, on_pool_thread).await.unwrap());
 }
+
+/// The nice value of the calling thread, from /proc (Linux).
+fn own_nice() -> i64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+    // Fields after the command's closing parenthesis; nice is field 19 of the whole line.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    rest.split_whitespace().nth(16).unwrap().parse().unwrap()
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn pool_threads_take_the_configured_nice_value_and_callers_keep_theirs() {
+    let base = own_nice();
+    let p = Pool::new(Config {
+        threads: 1,
+        policy: Policy::Offload,
+        nice: 7,
+        ..Config::default()
+    })
+    .unwrap();
+    let k = p.kind("nice");
+    assert_eq!(p.run(&k, None, own_nice).await, Ok((base + 7).min(19)));
+    assert_eq!(own_nice(), base, "the caller's thread is untouched");
+}
+
+#[tokio::test]
+async fn a_resample_does_not_wait_behind_a_busy_pool() {
+    let p = pool(1, 16, Policy::adaptive());
+    let cheap = p.kind("cheap");
+    let us = Duration::from_micros(1);
+    for _ in 0..60 {
+        cheap.observe(None, 5 * us, Some(2 * us));
+    }
+    // Idle pool: among 4096 jobs, resamples (one in 64 full decisions) go to the pool.
+    for _ in 0..4096 {
+        p.run(&cheap, None, || ()).await.unwrap();
+    }
+    let idle = cheap.snapshot().offloaded;
+    assert!(idle > 0, "no resample reached the pool");
+    // A long job holds the only thread: resamples now run inline instead of queueing.
+    let blocker = p.kind("blocker");
+    blocker.set_policy(Policy::Offload);
+    let (gate, job) = gated(1);
+    let held = spawn_run(&p, &blocker, job);
+    until("the blocker started", || gate.started()).await;
+    for _ in 0..4096 {
+        assert!(!p.run(&cheap, None, on_pool_thread).await.unwrap());
+    }
+    assert_eq!(
+        cheap.snapshot().offloaded,
+        idle,
+        "a resample queued behind the blocker"
+    );
+    drop(gate.open);
+    assert_eq!(held.await.unwrap(), Ok(1));
+}
