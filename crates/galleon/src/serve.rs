@@ -107,6 +107,35 @@ pub(crate) struct Args {
         value_name = "URL"
     )]
     events: String,
+    /// Bearer token that may read, subscribe and consume (`Authorization: Bearer TOKEN`); unset:
+    /// reading is open. At least 16 visible characters.
+    #[arg(
+        long,
+        env = "GALLEON_EVENTS_READ_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    events_read_token: Option<String>,
+    /// Bearer token that may append; unset: appending is open.
+    #[arg(
+        long,
+        env = "GALLEON_EVENTS_APPEND_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    events_append_token: Option<String>,
+    /// Bearer token that may do everything, including creating and deleting subscriptions.
+    #[arg(
+        long,
+        env = "GALLEON_EVENTS_ADMIN_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    events_admin_token: Option<String>,
+    /// Serve the event-store API without any token on a non-loopback address (refused
+    /// otherwise: anyone who reaches the port could append).
+    #[arg(long)]
+    events_open: bool,
     /// PostgreSQL only: the schema holding the event store's tables, created when missing
     /// (default: the connection's search_path, normally `public`).
     #[arg(long, value_name = "NAME")]
@@ -279,6 +308,21 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     config.limits.max_head_bytes = args.max_head_bytes;
     config.limits.max_headers = args.max_headers;
     config.limits.max_buffered_body_bytes = args.max_buffered_bodies;
+    let access = crate::events::Access {
+        read: args.events_read_token.clone(),
+        append: args.events_append_token.clone(),
+        admin: args.events_admin_token.clone(),
+    };
+    access.validate()?;
+    if args.events != crate::events::EVENTS_OFF && access.is_open() {
+        anyhow::ensure!(
+            args.addr.ip().is_loopback() || args.events_open,
+            "--addr {} is not loopback and the event-store API has no token: anyone who reaches \
+             the port could append. Set --events-admin-token (and --events-read-token, \
+             --events-append-token), pass --events-open if that is meant, or --events off",
+            args.addr
+        );
+    }
     let events = crate::events::EventsConfig {
         url: args.events.clone(),
         schema: args.events_schema.clone(),
@@ -341,9 +385,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         let router = match crate::events::open(&events).await? {
             Some(store) => {
                 eprintln!(
-                    "galleon: event store {} ({})",
+                    "galleon: event store {} ({}), API {}",
                     crate::events::redact(&events.url),
-                    store.backend_name()
+                    store.backend_name(),
+                    if access.is_open() {
+                        "OPEN: no tokens set, anyone who reaches the address may read and append"
+                    } else {
+                        "behind bearer tokens"
+                    }
                 );
                 crate::events::mount(
                     router,
@@ -353,6 +402,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                         max_append_events: args.max_append_events,
                         max_read_limit: args.max_read_limit,
                     },
+                    access.clone(),
                 )
             }
             None => router,

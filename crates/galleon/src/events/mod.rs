@@ -17,19 +17,27 @@
 //! events ([`api::sse_frame`] each), a comment line every [`DEFAULT_KEEP_ALIVE`] of silence. The server drops the stream (and with it the
 //! subscription) as soon as the client closes its socket, and ends it at shutdown.
 
+mod auth;
 mod http;
 mod sse;
 
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::Either;
+
 use galleon_eventstore::{OpenOptions, Store, api};
-use galleon_http::{Method, Request, Response, Router};
+use galleon_http::{Handler, Method, Request, Response, Router};
 
 use http::{
     LAST_EVENT_ID_HEADER, bad_name, bad_stream_id, borrowed, header, into_response, path_param,
     query_pairs, stream_param,
 };
 use sse::sse_response;
+
+pub(crate) use auth::Access;
+use auth::Role;
 
 /// `--events` when neither the flag nor `GALLEON_EVENTS` is given: an SQLite file under the
 /// working directory, created (with its directory) on first start.
@@ -147,117 +155,149 @@ pub(crate) fn mount(
     store: Store,
     keep_alive: Duration,
     limits: api::ApiLimits,
+    access: Access,
 ) -> Router {
+    let access = Arc::new(access);
     let s = store.clone();
     let router = router
-        .post("/streams/{id}", move |req: Request| {
-            let store = s.clone();
-            async move {
-                let stream = match stream_param(&req) {
-                    Ok(s) => s,
-                    Err(resp) => return *resp,
-                };
-                let expected = match header(&req, api::EXPECTED_VERSION_HEADER) {
-                    Ok(v) => v,
-                    Err(resp) => return *resp,
-                };
-                into_response(api::append(&store, &limits, stream, expected, req.body()).await)
-            }
-        })
+        .post(
+            "/streams/{id}",
+            guard(&access, Role::Append, move |req: Request| {
+                let store = s.clone();
+                async move {
+                    let stream = match stream_param(&req) {
+                        Ok(s) => s,
+                        Err(resp) => return *resp,
+                    };
+                    let expected = match header(&req, api::EXPECTED_VERSION_HEADER) {
+                        Ok(v) => v,
+                        Err(resp) => return *resp,
+                    };
+                    into_response(api::append(&store, &limits, stream, expected, req.body()).await)
+                }
+            }),
+        )
         .on_bad_escape(bad_stream_id);
     let s = store.clone();
     let router = router
-        .get("/streams/{id}", move |req: Request| {
-            let store = s.clone();
-            async move {
-                let stream = match stream_param(&req) {
-                    Ok(s) => s,
-                    Err(resp) => return *resp,
-                };
-                match query_pairs(&req) {
-                    Ok(q) => into_response(
-                        api::read_stream(&store, &limits, stream, &borrowed(&q)).await,
-                    ),
-                    Err(resp) => *resp,
+        .get(
+            "/streams/{id}",
+            guard(&access, Role::Read, move |req: Request| {
+                let store = s.clone();
+                async move {
+                    let stream = match stream_param(&req) {
+                        Ok(s) => s,
+                        Err(resp) => return *resp,
+                    };
+                    match query_pairs(&req) {
+                        Ok(q) => into_response(
+                            api::read_stream(&store, &limits, stream, &borrowed(&q)).await,
+                        ),
+                        Err(resp) => *resp,
+                    }
                 }
-            }
-        })
+            }),
+        )
         .on_bad_escape(bad_stream_id);
     let s = store.clone();
-    let router = router.get("/all", move |req: Request| {
-        let store = s.clone();
-        async move {
-            match query_pairs(&req) {
-                Ok(q) => into_response(api::read_all(&store, &limits, &borrowed(&q)).await),
-                Err(resp) => *resp,
-            }
-        }
-    });
-    let s = store.clone();
-    let router = router
-        .get("/categories/{category}", move |req: Request| {
+    let router = router.get(
+        "/all",
+        guard(&access, Role::Read, move |req: Request| {
             let store = s.clone();
             async move {
-                let category = match path_param(&req, "category") {
-                    Ok(c) => c,
-                    Err(resp) => return *resp,
-                };
                 match query_pairs(&req) {
-                    Ok(q) => into_response(
-                        api::read_category(&store, &limits, category, &borrowed(&q)).await,
-                    ),
+                    Ok(q) => into_response(api::read_all(&store, &limits, &borrowed(&q)).await),
                     Err(resp) => *resp,
                 }
             }
-        })
+        }),
+    );
+    let s = store.clone();
+    let router = router
+        .get(
+            "/categories/{category}",
+            guard(&access, Role::Read, move |req: Request| {
+                let store = s.clone();
+                async move {
+                    let category = match path_param(&req, "category") {
+                        Ok(c) => c,
+                        Err(resp) => return *resp,
+                    };
+                    match query_pairs(&req) {
+                        Ok(q) => into_response(
+                            api::read_category(&store, &limits, category, &borrowed(&q)).await,
+                        ),
+                        Err(resp) => *resp,
+                    }
+                }
+            }),
+        )
         .on_bad_escape(bad_name);
     let s = store.clone();
-    let router = router.get("/all/subscribe", move |req: Request| {
-        let store = s.clone();
-        async move { subscribe(&store, &req, keep_alive) }
-    });
-    mount_persistent(router, store, keep_alive)
+    let router = router.get(
+        "/all/subscribe",
+        guard(&access, Role::Read, move |req: Request| {
+            let store = s.clone();
+            async move { subscribe(&store, &req, keep_alive) }
+        }),
+    );
+    mount_persistent(router, store, keep_alive, &access)
 }
 
 /// The persistent-subscription routes: create, list, inspect, delete, consume, acknowledge.
-fn mount_persistent(router: Router, store: Store, keep_alive: Duration) -> Router {
+fn mount_persistent(
+    router: Router,
+    store: Store,
+    keep_alive: Duration,
+    access: &Arc<Access>,
+) -> Router {
     let s = store.clone();
-    let router = router.get("/subscriptions", move |_req: Request| {
-        let store = s.clone();
-        async move { into_response(api::list_subscriptions(&store).await) }
-    });
+    let router = router.get(
+        "/subscriptions",
+        guard(access, Role::Read, move |_req: Request| {
+            let store = s.clone();
+            async move { into_response(api::list_subscriptions(&store).await) }
+        }),
+    );
     let s = store.clone();
     let router = router
-        .route(Method::Put, "/subscriptions/{name}", move |req: Request| {
-            let store = s.clone();
-            async move {
-                match path_param(&req, "name") {
-                    Ok(name) => {
-                        into_response(api::create_subscription(&store, name, req.body()).await)
+        .route(
+            Method::Put,
+            "/subscriptions/{name}",
+            guard(access, Role::Admin, move |req: Request| {
+                let store = s.clone();
+                async move {
+                    match path_param(&req, "name") {
+                        Ok(name) => {
+                            into_response(api::create_subscription(&store, name, req.body()).await)
+                        }
+                        Err(resp) => *resp,
                     }
-                    Err(resp) => *resp,
                 }
-            }
-        })
+            }),
+        )
         .on_bad_escape(bad_name);
     let s = store.clone();
     let router = router
-        .get("/subscriptions/{name}", move |req: Request| {
-            let store = s.clone();
-            async move {
-                match path_param(&req, "name") {
-                    Ok(name) => into_response(api::subscription_info(&store, name).await),
-                    Err(resp) => *resp,
+        .get(
+            "/subscriptions/{name}",
+            guard(access, Role::Read, move |req: Request| {
+                let store = s.clone();
+                async move {
+                    match path_param(&req, "name") {
+                        Ok(name) => into_response(api::subscription_info(&store, name).await),
+                        Err(resp) => *resp,
+                    }
                 }
-            }
-        })
+            }),
+        )
         .on_bad_escape(bad_name);
     let s = store.clone();
     let router = router
         .route(
             Method::Delete,
             "/subscriptions/{name}",
-            move |req: Request| {
+            guard(access, Role::Admin, move |req: Request| {
                 let store = s.clone();
                 async move {
                     match path_param(&req, "name") {
@@ -265,27 +305,46 @@ fn mount_persistent(router: Router, store: Store, keep_alive: Duration) -> Route
                         Err(resp) => *resp,
                     }
                 }
-            },
+            }),
         )
         .on_bad_escape(bad_name);
     let s = store.clone();
     let router = router
-        .post("/subscriptions/{name}/ack", move |req: Request| {
-            let store = s.clone();
-            async move {
-                match path_param(&req, "name") {
-                    Ok(name) => into_response(api::ack(&store, name, req.body()).await),
-                    Err(resp) => *resp,
+        .post(
+            "/subscriptions/{name}/ack",
+            guard(access, Role::Read, move |req: Request| {
+                let store = s.clone();
+                async move {
+                    match path_param(&req, "name") {
+                        Ok(name) => into_response(api::ack(&store, name, req.body()).await),
+                        Err(resp) => *resp,
+                    }
                 }
-            }
-        })
+            }),
+        )
         .on_bad_escape(bad_name);
     router
-        .get("/subscriptions/{name}/events", move |req: Request| {
-            let store = store.clone();
-            async move { consume(&store, &req, keep_alive).await }
-        })
+        .get(
+            "/subscriptions/{name}/events",
+            guard(access, Role::Read, move |req: Request| {
+                let store = store.clone();
+                async move { consume(&store, &req, keep_alive).await }
+            }),
+        )
         .on_bad_escape(bad_name)
+}
+
+/// `handler` behind `access`: a request without `role` gets the 401 or 403 instead.
+fn guard<F, Fut>(access: &Arc<Access>, role: Role, handler: F) -> impl Handler
+where
+    F: Fn(Request) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Response> + Send + 'static,
+{
+    let access = access.clone();
+    move |req: Request| match access.check(&req, role) {
+        Some(denied) => Either::Left(std::future::ready(denied)),
+        None => Either::Right(handler(req)),
+    }
 }
 
 /// `GET /all/subscribe`: `$all` (or the events a `category=`/`type=` filter keeps) from the

@@ -1,0 +1,157 @@
+//! Bearer tokens on the event-store API (issue 19): each role's token, 401 and 403 in JSON, and
+//! an open API refused on a non-loopback address.
+
+mod serve_support;
+
+use std::time::Duration;
+
+use galleon_client::Client;
+use serve_support::{ServeProcess, galleon};
+
+const READ: &str = "read-token-0123456789";
+const APPEND: &str = "append-token-0123456789";
+const ADMIN: &str = "admin-token-0123456789";
+
+/// Status and JSON body of one request carrying `token` (if any).
+fn call(
+    c: &mut Client,
+    method: &str,
+    target: &str,
+    token: Option<&str>,
+    body: &[u8],
+) -> (u16, String) {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", a.as_str())).collect();
+    let r = c.request(method, target, &headers, body).unwrap();
+    if r.status >= 400 {
+        assert_eq!(
+            r.header("content-type"),
+            Some("application/json"),
+            "{}",
+            r.text()
+        );
+    }
+    (r.status, r.text())
+}
+
+#[test]
+fn each_route_needs_its_role() {
+    let s = ServeProcess::start(&[
+        "--events-read-token",
+        READ,
+        "--events-append-token",
+        APPEND,
+        "--events-admin-token",
+        ADMIN,
+    ]);
+    assert!(
+        s.stderr().contains("behind bearer tokens"),
+        "{}",
+        s.stderr()
+    );
+    let mut c = Client::connect(s.addr, Duration::from_secs(15)).unwrap();
+    let batch = br#"[{"type":"A","data":{}}]"#;
+    for (token, want) in [
+        (None, 401),
+        (Some(READ), 403),
+        (Some("x".repeat(20).as_str()), 401),
+    ] {
+        let (status, body) = call(&mut c, "POST", "/streams/s-1", token, batch);
+        assert_eq!(status, want, "{token:?}: {body}");
+    }
+    assert_eq!(
+        call(&mut c, "POST", "/streams/s-1", Some(APPEND), batch).0,
+        201
+    );
+    assert_eq!(
+        call(&mut c, "POST", "/streams/s-1", Some(ADMIN), batch).0,
+        201
+    );
+
+    for target in ["/streams/s-1", "/all", "/categories/s", "/subscriptions"] {
+        assert_eq!(call(&mut c, "GET", target, None, b"").0, 401, "{target}");
+        assert_eq!(
+            call(&mut c, "GET", target, Some(APPEND), b"").0,
+            403,
+            "{target}"
+        );
+        assert_eq!(
+            call(&mut c, "GET", target, Some(READ), b"").0,
+            200,
+            "{target}"
+        );
+        assert_eq!(
+            call(&mut c, "GET", target, Some(ADMIN), b"").0,
+            200,
+            "{target}"
+        );
+    }
+    let sub = br#"{"category":"s"}"#;
+    assert_eq!(
+        call(&mut c, "PUT", "/subscriptions/mail", Some(READ), sub).0,
+        403
+    );
+    assert_eq!(
+        call(&mut c, "PUT", "/subscriptions/mail", Some(ADMIN), sub).0,
+        200
+    );
+    // Consumers acknowledge with the read token; only admin deletes.
+    let ack = br#"{"position":1}"#;
+    assert_eq!(
+        call(&mut c, "POST", "/subscriptions/mail/ack", None, ack).0,
+        401
+    );
+    assert_eq!(
+        call(&mut c, "POST", "/subscriptions/mail/ack", Some(READ), ack).0,
+        200
+    );
+    assert_eq!(
+        call(&mut c, "DELETE", "/subscriptions/mail", Some(READ), b"").0,
+        403
+    );
+    assert_eq!(
+        call(&mut c, "DELETE", "/subscriptions/mail", Some(ADMIN), b"").0,
+        200
+    );
+    // The site itself needs no token.
+    assert_eq!(c.get("/blah?iters=1", &[]).unwrap().status, 200);
+}
+
+#[test]
+fn an_open_api_is_refused_off_loopback_and_tokens_are_checked() {
+    // Refused before anything binds: no traffic.
+    let out = galleon()
+        .args([
+            "serve",
+            "--addr",
+            "0.0.0.0:0",
+            "--events",
+            "sqlite::memory:",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is not loopback and the event-store API has no token"),
+        "{err}"
+    );
+    let out = galleon()
+        .args(["serve", "--events-read-token", "short"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--events-read-token: expected at least 16"),
+        "{err}"
+    );
+    assert!(!err.contains("short"), "the token is not echoed: {err}");
+    // On loopback an open API starts, and says so.
+    let s = ServeProcess::start(&[]);
+    assert!(
+        s.stderr().contains("API OPEN: no tokens set"),
+        "{}",
+        s.stderr()
+    );
+}
