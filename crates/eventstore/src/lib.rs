@@ -5,7 +5,9 @@
 //!
 //! - [`Store`] opens a backend by URL (`sqlite:./data/events.db` or `postgres://...`), creates or
 //!   migrates its schema, and offers [`Store::append`], [`Store::read_stream`],
-//!   [`Store::read_all`] and [`Store::subscribe_all`].
+//!   [`Store::read_all`] and [`Store::subscribe_all`]. A PostgreSQL URL's `sslmode` (`disable`,
+//!   `prefer`, `require`, `verify-ca`, `verify-full`) and `sslrootcert` mean what they mean to
+//!   libpq, over rustls; without `sslmode` the connection is not encrypted (libpq would try).
 //! - [`EventData`] goes in (id, type, JSON data, JSON metadata); [`RecordedEvent`] comes out,
 //!   with its stream `version` (0, 1, 2, ... per stream) and its `$all` `position` (strictly
 //!   increasing, with gaps).

@@ -12,13 +12,13 @@ mod notify;
 mod read;
 mod schema;
 mod subscriptions;
+mod tls;
 mod writer;
 
 use std::sync::Arc;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio::sync::watch;
-use tokio_postgres::NoTls;
 
 use crate::error::{Error, Result};
 use crate::types::{AppendResult, Direction, EventData, ExpectedVersion, RecordedEvent};
@@ -73,12 +73,17 @@ impl std::fmt::Debug for PgStore {
 
 impl PgStore {
     pub(crate) async fn open(url: &str, opts: PgOptions) -> Result<Self> {
-        let mut config: tokio_postgres::Config =
-            url.parse()
-                .map_err(|e: tokio_postgres::Error| Error::InvalidUrl {
-                    url: url.to_owned(),
-                    reason: e.to_string(),
-                })?;
+        let invalid = |reason: String| Error::InvalidUrl {
+            url: url.to_owned(),
+            reason,
+        };
+        let split = tls::split(url).map_err(invalid)?;
+        let mut config: tokio_postgres::Config = split
+            .url
+            .parse()
+            .map_err(|e: tokio_postgres::Error| invalid(e.to_string()))?;
+        config.ssl_mode(tls::ssl_mode(split.mode));
+        let tls = tls::connector(&split).map_err(invalid)?;
         // Session settings of every connection, after any the URL carries. Generic plans: the
         // stream reads are planned once per connection, not at every call (PostgreSQL keeps
         // re-planning a statement whose generic plan it estimates dearer than its custom ones:
@@ -99,7 +104,7 @@ impl PgStore {
             config.application_name(app);
         }
         // Create the schema and migrate on a connection of our own, before the pool exists.
-        let (client, conn) = config.connect(NoTls).await?;
+        let (client, conn) = config.connect(tls.clone()).await?;
         let driver = tokio::spawn(conn);
         let migrated = migrate(&client, opts.schema.as_deref()).await;
         drop(client);
@@ -108,7 +113,7 @@ impl PgStore {
 
         let manager = Manager::from_config(
             config.clone(),
-            NoTls,
+            tls.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -128,8 +133,8 @@ impl PgStore {
             batches: Arc::new(batches),
         };
         let writers = Writers::start(shared);
-        let nudger = tokio::spawn(nudge_wal_writer(config.clone(), batches_rx));
-        let background = tokio::spawn(listen_and_notify(config, wake.clone(), appended_rx));
+        let nudger = tokio::spawn(nudge_wal_writer(config.clone(), tls.clone(), batches_rx));
+        let background = tokio::spawn(listen_and_notify(config, tls, wake.clone(), appended_rx));
         Ok(PgStore {
             inner: Arc::new(Inner {
                 pool,

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::sync::watch;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// The channel appends NOTIFY on after commit and subscribers LISTEN on.
 const NOTIFY_CHANNEL: &str = "galleon_events";
@@ -40,12 +41,13 @@ const RECONNECT_MAX: Duration = Duration::from_secs(5);
 /// every (re)connection wakes subscribers, which then re-read what they may have missed.
 pub(super) async fn listen_and_notify(
     config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
     wake: Arc<watch::Sender<u64>>,
     mut appended: watch::Receiver<u64>,
 ) {
     let mut backoff = RECONNECT_MIN;
     loop {
-        match config.connect(NoTls).await {
+        match config.connect(tls.clone()).await {
             Ok((client, mut conn)) => {
                 let wake_driver = wake.clone();
                 let mut driver = tokio::spawn(async move {
@@ -112,6 +114,7 @@ pub(super) async fn listen_and_notify(
 /// appends meanwhile only commit as they would without it. Each nudge uses one transaction id.
 pub(super) async fn nudge_wal_writer(
     config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
     mut batches: watch::Receiver<usize>,
 ) {
     let mut backoff = RECONNECT_MIN;
@@ -119,7 +122,7 @@ pub(super) async fn nudge_wal_writer(
         if batches.wait_for(|n| *n > 0).await.is_err() {
             return;
         }
-        match config.connect(NoTls).await {
+        match config.connect(tls.clone()).await {
             Ok((client, conn)) => {
                 let driver = tokio::spawn(conn);
                 let setup = client.batch_execute("SET synchronous_commit = off").await;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::writer::{JsonText, MAX_BATCH_EVENTS, POSITION_SHIFT};
 use super::*;
+use tokio_postgres::NoTls;
 
 #[test]
 fn sql_uses_the_position_shift() {
@@ -375,7 +376,10 @@ async fn wal_nudges_run_only_while_batches_are_written() {
     let mut config: tokio_postgres::Config = url.parse().unwrap();
     config.application_name(&app);
     let (batches, rx) = watch::channel(0usize);
-    let task = tokio::spawn(nudge_wal_writer(config, rx));
+    let split = super::tls::split(&url).unwrap();
+    config.ssl_mode(super::tls::ssl_mode(split.mode));
+    let tls = super::tls::connector(&split).unwrap();
+    let task = tokio::spawn(nudge_wal_writer(config, tls, rx));
     let (admin, conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
     tokio::spawn(conn);
     let look = || async {
