@@ -30,6 +30,8 @@ PORT = int(os.environ.get("PORT", "4501"))
 READ_BYTES_PER_SEC = 1024
 # Seconds RSS is watched after the readers leave (tokio lets idle blocking threads go after 10 s).
 AFTER_SECS = int(os.environ.get("AFTER_SECS", "15"))
+# Extra `galleon serve` flags, e.g. SERVE_ARGS="--offload offload".
+SERVE_ARGS = os.environ.get("SERVE_ARGS", "").split()
 
 
 def rss_kib(pid):
@@ -129,7 +131,8 @@ def main():
     data = tempfile.mkdtemp()
     server = subprocess.Popen(
         [os.path.join(ROOT, "target/release/galleon"), "serve", "--addr", f"127.0.0.1:{PORT}",
-         "--events", f"sqlite:{data}/events.db", "--max-connections", str(READERS + 200)],
+         "--events", f"sqlite:{data}/events.db", "--max-connections", str(READERS + 200)]
+        + SERVE_ARGS,
         cwd=ROOT, stderr=subprocess.PIPE, text=True)
     try:
         for _ in range(200):

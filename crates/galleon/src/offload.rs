@@ -8,7 +8,7 @@
 //! | `GET /_galleon/offload` | the pool and every kind as JSON (counts, hop and run histograms, estimates); loopback peers only |
 //!
 //! Page renders (kind `render:/NAME`, see `site.rs`) and streamed chunks (`stream-chunk`) use the
-//! same pool. `galleon hops` prints the endpoint's histograms the way the seed printed DTrace's.
+//! same pool; under the adaptive policy chunks are always offloaded. `galleon hops` prints the endpoint's histograms the way the seed printed DTrace's.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -94,6 +94,13 @@ pub(crate) fn pool(args: &OffloadArgs) -> anyhow::Result<(Pool, WorkLimits)> {
         nice: args.offload_nice,
         ..Config::default()
     })?;
+    if matches!(args.offload, Policy::Adaptive { .. }) {
+        // A streamed page's chunks leave the workers whatever they cost: with readers slow, the
+        // pool is parked between chunks and its measured hop makes the model keep them inline,
+        // where they delay light requests (bench/results/slow_readers.txt).
+        pool.kind(galleon_http::STREAM_CHUNK_KIND)
+            .set_policy(Policy::Offload);
+    }
     let limits = WorkLimits {
         max_seal_bytes: args.max_seal_bytes,
         max_hash_cost: args.max_hash_cost,

@@ -75,6 +75,11 @@ fn every_policy_serves_the_same_bytes_and_the_pool_counts_where_jobs_ran() {
     let (_, chunks) = counts(&offload, "stream-chunk");
     assert!(chunks >= 2, "{offload}");
     assert_eq!(offload["policy"], "offload");
+    // Under adaptive, a stream's chunks always leave the workers.
+    let adaptive = stats(&mut Client::connect(servers[2].addr, TIMEOUT).unwrap());
+    let (inline_chunks, offloaded_chunks) = counts(&adaptive, "stream-chunk");
+    assert_eq!(inline_chunks, 0, "{adaptive}");
+    assert!(offloaded_chunks >= 2, "{adaptive}");
 }
 
 #[test]
