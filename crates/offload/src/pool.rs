@@ -140,6 +140,17 @@ fn run_fast<T>(kind: &Kind, job: impl FnOnce() -> T) -> Result<T, OffloadError> 
     })
 }
 
+/// Where one job runs, as `Pool::decide` says.
+enum Decision {
+    ShutDown,
+    /// Inline on the fast path: untimed.
+    Fast,
+    /// Inline, timed.
+    Inline,
+    /// On the pool; the job's estimated run time.
+    Offload(Option<Duration>),
+}
+
 /// What a pool thread sends back.
 enum Done<T> {
     Ran {
@@ -239,15 +250,12 @@ impl Pool {
         size_hint: Option<u64>,
         job: impl FnOnce() -> T,
     ) -> Option<Result<T, OffloadError>> {
-        if self.handle.shared.is_shut_down() {
-            return Some(Err(OffloadError::ShutDown));
+        match self.decide(kind, size_hint) {
+            Decision::ShutDown => Some(Err(OffloadError::ShutDown)),
+            Decision::Fast => Some(run_fast(kind, job)),
+            Decision::Inline => Some(run_here(kind, size_hint, job)),
+            Decision::Offload(_) => None,
         }
-        if kind.fast_inline(size_hint) {
-            return Some(run_fast(kind, job));
-        }
-        let (route, _, resampled) = kind.route(size_hint);
-        (route == Route::Inline || resampled && self.saturated())
-            .then(|| run_here(kind, size_hint, job))
     }
 
     /// `job` on a pool thread whatever `kind`'s policy says (after [`Pool::try_inline`] said
@@ -294,18 +302,29 @@ impl Pool {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let shared = &self.handle.shared;
-        if shared.is_shut_down() {
-            return Err(OffloadError::ShutDown);
+        match self.decide(kind, size) {
+            Decision::ShutDown => Err(OffloadError::ShutDown),
+            Decision::Fast => run_fast(kind, job),
+            Decision::Inline => run_here(kind, size, job),
+            Decision::Offload(cost) => self.enqueue(kind, size, job, wait, cost).await,
+        }
+    }
+
+    /// Where a job of `kind` and `size` runs: the one decision `run`, `try_run` and
+    /// `try_inline` share.
+    fn decide(&self, kind: &Kind, size: Option<u64>) -> Decision {
+        if self.handle.shared.is_shut_down() {
+            return Decision::ShutDown;
         }
         if kind.fast_inline(size) {
-            return run_fast(kind, job);
+            return Decision::Fast;
         }
         let (route, cost, resampled) = kind.route(size);
         if route == Route::Inline || resampled && self.saturated() {
-            return run_here(kind, size, job);
+            Decision::Inline
+        } else {
+            Decision::Offload(cost)
         }
-        self.enqueue(kind, size, job, wait, cost).await
     }
 
     /// Puts `job` on the queue (waiting for room if `wait`) and awaits its result.
