@@ -2,6 +2,8 @@
 //! file) and PostgreSQL (`DATABASE_URL`, one fresh schema per test, dropped afterwards; the
 //! PostgreSQL runs print loudly and pass when `DATABASE_URL` is unset).
 
+mod support;
+
 use std::collections::HashSet;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -13,10 +15,8 @@ use galleon_eventstore::{
     Direction, Error, EventData, ExpectedVersion, Json, MAX_JSON_DEPTH, OpenOptions, RecordedEvent,
     Store,
 };
+use support::{DELIVERY_TIMEOUT, collect};
 use uuid::Uuid;
-
-/// How long a test waits for a subscription to deliver what it expects before failing.
-const DELIVERY_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Clone)]
 struct Ctx {
@@ -866,29 +866,6 @@ async fn check_concurrent_exact_appends(ctx: Ctx) {
         firsts,
         (0..CONTENDERS as u64).map(|i| i * 3).collect::<Vec<_>>()
     );
-}
-
-/// Collects `n` events from `sub`, failing after [`DELIVERY_TIMEOUT`].
-async fn collect(sub: &mut galleon_eventstore::Subscription, n: usize) -> Vec<RecordedEvent> {
-    let mut out = Vec::with_capacity(n);
-    tokio::time::timeout(DELIVERY_TIMEOUT, async {
-        while out.len() < n {
-            out.push(
-                sub.next()
-                    .await
-                    .expect("subscription ended")
-                    .expect("subscription error"),
-            );
-        }
-    })
-    .await
-    .unwrap_or_else(|_| {
-        panic!(
-            "subscription delivered {} of {n} events in {DELIVERY_TIMEOUT:?}",
-            out.len()
-        )
-    });
-    out
 }
 
 async fn check_subscription_with_100_writers(ctx: Ctx) {

@@ -109,12 +109,11 @@ pub(crate) fn pool(args: &OffloadArgs) -> anyhow::Result<(Pool, WorkLimits)> {
 }
 
 /// The answer to a job the pool could not run: a panic is the server's fault (500, logged); a
-/// pool shut down means the server is stopping (503).
+/// pool shut down means the server is stopping, a full queue that it is busy (503 both).
 pub(crate) fn failed(kind: &Kind, e: OffloadError) -> Response {
     match e {
-        OffloadError::ShutDown | OffloadError::QueueFull => {
-            Response::error(StatusCode(503), "the server is stopping")
-        }
+        OffloadError::ShutDown => Response::error(StatusCode(503), "the server is stopping"),
+        OffloadError::QueueFull => Response::error(StatusCode(503), "the server is busy"),
         OffloadError::Panicked(msg) => {
             tracing::error!(kind = kind.name(), panic = %msg, "offloaded job panicked");
             Response::error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
