@@ -16,6 +16,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0004_one_index_entry_per_append.sql"),
     include_str!("migrations/0005_recorded_at_categories_types.sql"),
     include_str!("migrations/0006_persistent_subscriptions.sql"),
+    include_str!("migrations/0007_stream_order_across_processes.sql"),
 ];
 
 /// Longest identifier PostgreSQL keeps (`NAMEDATALEN - 1` in a default build).

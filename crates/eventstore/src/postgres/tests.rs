@@ -432,3 +432,141 @@ async fn wal_nudges_run_only_while_batches_are_written() {
         .expect("the nudge task ends with the store")
         .unwrap();
 }
+
+/// Two processes on one stream (migration 7): an append whose transaction got its id before
+/// waiting for the stream's lock, while a newer transaction took the lock and appended first,
+/// is refused with `serialization_failure` (the writer runs it again in a new transaction)
+/// rather than storing a later version at a lower position. Deterministic: the older
+/// transaction takes its id before the newer one starts; both functions are checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_that_lost_the_stream_lock_to_a_newer_transaction_is_refused() {
+    let Ok(url) = std::env::var("DATABASE_URL") else {
+        eprintln!("\n*** SKIPPED: PostgreSQL stream order test, DATABASE_URL is not set ***\n");
+        return;
+    };
+    let schema = format!("galleon_test_{}", uuid::Uuid::new_v4().simple());
+    let result = lost_lock_is_refused(&url, &schema).await;
+    let (admin, conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+    tokio::spawn(conn);
+    admin
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .unwrap();
+    result.unwrap();
+}
+
+/// One event appended to `stream` by `galleon_append` on `client`; its status.
+async fn raw_append(
+    client: std::sync::Arc<tokio_postgres::Client>,
+    stream: &'static str,
+) -> std::result::Result<i32, tokio_postgres::Error> {
+    let evs = data(1);
+    let ids: Vec<uuid::Uuid> = evs.iter().map(|e| e.id).collect();
+    let types: Vec<&str> = evs.iter().map(|e| e.event_type.as_str()).collect();
+    let d: Vec<JsonText<'_>> = evs.iter().map(|e| JsonText(e.data.get())).collect();
+    let m: Vec<JsonText<'_>> = evs.iter().map(|e| JsonText(e.metadata.get())).collect();
+    let sql = "SELECT status FROM galleon_append($1, -1, $2, $3, $4, $5)";
+    client
+        .query_one(sql, &[&stream, &ids, &types, &d, &m])
+        .await
+        .map(|r| r.get::<_, i32>(0))
+}
+
+/// `galleon_append_batch` of one event each to streams `s` and `t` on `client`.
+async fn raw_batch(
+    client: std::sync::Arc<tokio_postgres::Client>,
+) -> std::result::Result<(), tokio_postgres::Error> {
+    let streams = vec!["s", "t"];
+    let ids = vec![uuid::Uuid::new_v4(), uuid::Uuid::new_v4()];
+    client
+        .query(
+            "SELECT status FROM galleon_append_batch($1, $2, $3, $4)",
+            &[&streams, &vec![-1i64, -1], &vec![1i32, 1], &ids],
+        )
+        .await
+        .map(|_| ())
+}
+
+async fn lost_lock_is_refused(url: &str, schema: &str) -> Result<()> {
+    let connect = || async {
+        let mut config: tokio_postgres::Config = url.parse().unwrap();
+        config.options(format!("-c search_path={schema}"));
+        let (client, conn) = config.connect(NoTls).await.unwrap();
+        tokio::spawn(conn);
+        client
+    };
+    let admin = connect().await;
+    migrate_to(&admin, Some(schema), MIGRATIONS.len()).await?;
+    let admin = std::sync::Arc::new(admin);
+    assert_eq!(raw_append(admin.clone(), "s").await?, 0);
+    assert_eq!(raw_append(admin.clone(), "t").await?, 0);
+    for use_batch in [false, true] {
+        let older = std::sync::Arc::new(connect().await);
+        let newer = std::sync::Arc::new(connect().await);
+        older
+            .batch_execute("BEGIN; SELECT pg_current_xact_id()")
+            .await?;
+        let older_pid: i32 = older
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await?
+            .get(0);
+        newer.batch_execute("BEGIN").await?;
+        assert_eq!(
+            raw_append(newer.clone(), "s").await?,
+            0,
+            "the newer one appends"
+        );
+        let waiting = tokio::spawn({
+            let older = older.clone();
+            async move {
+                if use_batch {
+                    raw_batch(older).await
+                } else {
+                    raw_append(older, "s").await.map(|_| ())
+                }
+            }
+        });
+        let mut blocked = false;
+        for _ in 0..250 {
+            let row = admin
+                .query_one(
+                    "SELECT wait_event_type IS NOT DISTINCT FROM 'Lock' FROM pg_stat_activity \
+                     WHERE pid = $1",
+                    &[&older_pid],
+                )
+                .await?;
+            if row.get::<_, bool>(0) {
+                blocked = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(blocked, "the older transaction waits for the stream's lock");
+        newer.batch_execute("COMMIT").await?;
+        let outcome = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("the older append ends once the lock is free")
+            .unwrap();
+        let err = outcome.expect_err("the older append must not store a later version lower");
+        assert_eq!(
+            err.code(),
+            Some(&tokio_postgres::error::SqlState::T_R_SERIALIZATION_FAILURE),
+            "batch: {use_batch}: {err}"
+        );
+        older.batch_execute("ROLLBACK").await?;
+    }
+    // Run again in a new transaction, the append succeeds and lands after the newer one.
+    assert_eq!(raw_append(admin.clone(), "s").await?, 0);
+    let rows = admin
+        .query(
+            "SELECT position FROM events WHERE stream_id = 's' ORDER BY version",
+            &[],
+        )
+        .await?;
+    let positions: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+    assert!(
+        positions.windows(2).all(|w| w[0] < w[1]),
+        "versions and positions in one order: {positions:?}"
+    );
+    Ok(())
+}

@@ -68,6 +68,11 @@ pub(super) const MAX_BATCH_EVENTS: usize = 1 << POSITION_SHIFT;
 
 const _: () = assert!(crate::types::MAX_APPEND_EVENTS <= MAX_BATCH_EVENTS);
 
+/// Times one append is run again because another process's newer transaction appended to its
+/// stream first. Each retry's transaction is newer than every one committed before it, so a
+/// retry fails again only when yet another newer append wins the stream's lock.
+const MAX_REORDER_RETRIES: u32 = 32;
+
 /// Bytes of COPY data sent per message: large enough that framing costs nothing, small enough
 /// that the server starts inserting while the rest is still being encoded.
 const COPY_CHUNK_BYTES: usize = 256 * 1024;
@@ -420,8 +425,11 @@ async fn append_single(pool: &Pool, p: &PendingAppend) -> Result<(AppendResult, 
         }
     };
     // A unique violation means an id of this append was stored by a concurrent call between
-    // our idempotency check and our insert; one more try sees it and answers accordingly.
+    // our idempotency check and our insert; one more try sees it and answers accordingly. A
+    // serialization failure means another process's newer transaction appended to the stream
+    // first (migration 7); a new transaction gets a newer id, so the append is run again.
     let mut attempt = 0;
+    let mut reordered = 0;
     let row = loop {
         attempt += 1;
         match client
@@ -432,6 +440,14 @@ async fn append_single(pool: &Pool, p: &PendingAppend) -> Result<(AppendResult, 
             .await
         {
             Ok(row) => break row,
+            Err(e)
+                if e.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE)
+                    && reordered < MAX_REORDER_RETRIES =>
+            {
+                reordered += 1;
+                attempt -= 1;
+                continue;
+            }
             Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) && attempt < 2 => continue,
             Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
                 let dup: Option<uuid::Uuid> = client
