@@ -17,8 +17,9 @@
 //!    (`apw{k}-x`), so no subscriber receives anything and the row shows what filtered
 //!    subscribers that match nothing cost the writers. 3 rounds, the order of the levels
 //!    alternating, medians. Target: 1,000 subscribers at most 20% below 0.
-//! 4. **Fan-out to sockets**: 200 subscribers of `$all`, each writing [`api::sse_frame`]s to its
-//!    own loopback TCP socket (127.0.0.1, pairs made here, a task reading and discarding the
+//! 4. **Fan-out to sockets**: 200 subscribers of `$all` (`Store::subscribe_frames` with
+//!    [`api::sse_frame`], as `galleon serve`: each live batch formatted once, its bytes shared),
+//!    each writing the frames to its own loopback TCP socket (127.0.0.1, pairs made here, a task reading and discarding the
 //!    other end), up to 64 ready frames per write as `galleon serve` does, while 8 writers
 //!    append 500-event batches paced at 1.25x what the floor could deliver (so the subscribers,
 //!    not the writers, should be the limit; the notes say which was). Floor, same run: 200
@@ -49,8 +50,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::{FutureExt as _, StreamExt as _};
 use galleon_eventstore::{
-    Direction, EventData, EventFilter, ExpectedVersion, FanoutStats, MAX_READ_EVENTS, OpenOptions,
-    RecordedEvent, SUBSCRIPTION_BATCH, Store, Subscription, api,
+    Direction, EventData, EventFilter, ExpectedVersion, FanoutStats, FrameSubscription,
+    MAX_READ_EVENTS, OpenOptions, RecordedEvent, SUBSCRIPTION_BATCH, Store, Subscription, api,
 };
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
@@ -519,10 +520,15 @@ async fn socket_pairs(n: usize) -> (Vec<TcpStream>, Vec<JoinHandle<()>>) {
     (servers, readers)
 }
 
-/// A subscriber of `galleon serve`'s SSE path: waits for an event, takes the ones ready now
-/// (up to [`SSE_BATCH_EVENTS`] / [`SSE_BATCH_BYTES`]), formats each with `sse_frame`, writes
-/// them in one call; counts frames in `delivered`.
-async fn sse_subscriber(mut sub: Subscription, mut socket: TcpStream, delivered: Arc<AtomicU64>) {
+/// A subscriber of `galleon serve`'s SSE path: waits for frames (`Store::subscribe_frames` with
+/// `sse_frame`: formatted once per live batch, shared), takes the ones ready now (up to
+/// [`SSE_BATCH_EVENTS`] / [`SSE_BATCH_BYTES`]), writes them in one call; counts frames in
+/// `delivered`.
+async fn sse_subscriber(
+    mut sub: FrameSubscription,
+    mut socket: TcpStream,
+    delivered: Arc<AtomicU64>,
+) {
     let mut chunk = Vec::with_capacity(SSE_BATCH_BYTES + 4096);
     let mut last = None;
     loop {
@@ -530,15 +536,15 @@ async fn sse_subscriber(mut sub: Subscription, mut socket: TcpStream, delivered:
         let mut item = sub.next().await;
         let mut frames = 0;
         loop {
-            let event = match item {
-                Some(Ok(e)) => e,
+            let ready = match item {
+                Some(Ok(f)) => f,
                 Some(Err(e)) => panic!("SSE subscription failed: {e}"),
                 None => panic!("SSE subscription ended"),
             };
-            assert!(last < Some(event.position), "positions out of order");
-            last = Some(event.position);
-            chunk.extend_from_slice(&api::sse_frame(&event));
-            frames += 1;
+            assert!(last < Some(ready.last_position), "positions out of order");
+            last = Some(ready.last_position);
+            chunk.extend_from_slice(&ready.bytes);
+            frames += ready.events;
             if frames >= SSE_BATCH_EVENTS || chunk.len() >= SSE_BATCH_BYTES {
                 break;
             }
@@ -684,7 +690,7 @@ async fn sse_fanout(store: &Store, window: Duration) -> SseResult {
         .into_iter()
         .map(|socket| {
             tokio::spawn(sse_subscriber(
-                store.subscribe_all(head),
+                store.subscribe_frames(head, EventFilter::all(), api::sse_frame),
                 socket,
                 delivered.clone(),
             ))

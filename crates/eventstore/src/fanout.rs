@@ -18,19 +18,28 @@
 //! exactly the batches from that cursor on; the subscriber reads `[its cursor, that cursor)`
 //! from the store itself, or skips what it has already seen.
 //!
+//! Subscribers filtering on a category join that category's feed instead (`HubState::
+//! categories`): the tailer splits each batch by category for the categories followed, so a
+//! subscriber is woken only by batches holding its category's events, with the same join rule
+//! (a category feed's batches are contiguous for its category).
+//!
 //! The tailer runs while anyone listens: the first [`Hub::join`] starts it at the store's head
 //! ([`Source::head`]), and it stops once the last receiver is gone, so a store nobody follows
 //! reads nothing.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::future::BoxFuture;
 use tokio::sync::{broadcast, watch};
 
 use crate::error::Result;
-use crate::filter::EventFilter;
+use crate::filter::{EventFilter, category_of};
+use crate::time::Timestamp;
 use crate::types::RecordedEvent;
 
 /// Events read from storage per query, by the tailer and by subscribers catching up. A guess:
@@ -80,12 +89,67 @@ pub(crate) trait Source: Send + Sync + 'static {
     fn wake(&self) -> watch::Receiver<u64>;
 }
 
+/// Formats one event as the bytes a subscriber writes (`api::sse_frame`: an SSE frame).
+pub type FrameFormat = fn(&RecordedEvent) -> Bytes;
+
 /// A run of `$all` read whole: every event with `from <= position < to`.
 #[derive(Debug)]
 pub(crate) struct Batch {
     pub(crate) from: u64,
     pub(crate) to: u64,
     pub(crate) events: Vec<RecordedEvent>,
+    /// The events formatted, once for every subscriber that wants frames (the first asks).
+    frames: OnceLock<BatchFrames>,
+}
+
+/// A batch's events formatted back to back: event `i` is `bytes[offsets[i]..offsets[i + 1]]`.
+#[derive(Debug, Clone)]
+pub(crate) struct BatchFrames {
+    /// The formatter (its address): a batch caches one.
+    format: usize,
+    pub(crate) bytes: Bytes,
+    pub(crate) offsets: Vec<usize>,
+}
+
+impl BatchFrames {
+    fn new(events: &[RecordedEvent], format: FrameFormat) -> BatchFrames {
+        let mut offsets = Vec::with_capacity(events.len() + 1);
+        let mut out = Vec::new();
+        offsets.push(0);
+        for e in events {
+            out.extend_from_slice(&format(e));
+            offsets.push(out.len());
+        }
+        BatchFrames {
+            format: format as usize,
+            bytes: Bytes::from(out),
+            offsets,
+        }
+    }
+}
+
+impl Batch {
+    pub(crate) fn new(from: u64, to: u64, events: Vec<RecordedEvent>) -> Batch {
+        Batch {
+            from,
+            to,
+            events,
+            frames: OnceLock::new(),
+        }
+    }
+
+    /// The batch's frames by `format`: formatted by the first subscriber that asks, shared by
+    /// all (another formatter than the cached one formats for itself).
+    pub(crate) fn frames(&self, format: FrameFormat) -> Cow<'_, BatchFrames> {
+        let cached = self
+            .frames
+            .get_or_init(|| BatchFrames::new(&self.events, format));
+        if cached.format == format as usize {
+            Cow::Borrowed(cached)
+        } else {
+            Cow::Owned(BatchFrames::new(&self.events, format))
+        }
+    }
 }
 
 /// One message of the live feed.
@@ -118,6 +182,22 @@ pub(crate) struct Hub {
     published: AtomicU64,
     lagged: AtomicU64,
     subscriber_reads: AtomicU64,
+    /// Subscriptions open now (see [`SubscriberGuard`]).
+    subscribers: AtomicUsize,
+    /// One past the last position published (the `$all` watermark of this handle).
+    watermark: AtomicU64,
+    /// Microseconds from the newest event's `recorded_at` to its publication, last batch;
+    /// `u64::MAX` until one was published.
+    lag_micros: AtomicU64,
+}
+
+/// Counts one open subscription of a hub while it lives.
+pub(crate) struct SubscriberGuard(Arc<Hub>);
+
+impl Drop for SubscriberGuard {
+    fn drop(&mut self) {
+        self.0.subscribers.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 #[derive(Default)]
@@ -126,6 +206,77 @@ struct HubState {
     feed: Option<broadcast::Sender<Feed>>,
     /// One past the last position the tailer published (where its next batch starts).
     cursor: u64,
+    /// A feed per category some subscriber filters on, carrying only that category's events,
+    /// so a subscriber to one category is woken for its own events only, not for every batch.
+    categories: HashMap<String, CategoryFeed>,
+}
+
+/// The live feed of one category. Its batches are contiguous for that category: each runs
+/// from where the previous one ended (or from the tailer's cursor when the feed was made),
+/// since the batches in between held none of its events.
+struct CategoryFeed {
+    tx: broadcast::Sender<Feed>,
+    /// One past the last position its batches covered: where its next batch starts.
+    to: u64,
+}
+
+impl HubState {
+    /// A receiver of the feed `category` names (the whole feed for `None`) and the position its
+    /// first batch starts at. Only with the tailer running (`feed` is `Some`).
+    fn subscribe(
+        &mut self,
+        category: Option<&str>,
+        capacity: usize,
+    ) -> Option<(broadcast::Receiver<Feed>, u64)> {
+        let tx = self.feed.as_ref()?;
+        let Some(category) = category else {
+            return Some((tx.subscribe(), self.cursor));
+        };
+        let cursor = self.cursor;
+        let feed = self
+            .categories
+            .entry(category.to_owned())
+            .or_insert_with(|| CategoryFeed {
+                tx: broadcast::channel(capacity).0,
+                to: cursor,
+            });
+        Some((feed.tx.subscribe(), feed.to))
+    }
+
+    /// Receivers of every feed, forgetting category feeds nobody follows any more.
+    fn receivers(&mut self) -> usize {
+        self.categories.retain(|_, f| f.tx.receiver_count() > 0);
+        let cats: usize = self
+            .categories
+            .values()
+            .map(|f| f.tx.receiver_count())
+            .sum();
+        self.feed
+            .as_ref()
+            .map_or(0, broadcast::Sender::receiver_count)
+            + cats
+    }
+
+    /// Sends each category feed the events of `batch` in its category, if it has any.
+    fn publish_categories(&mut self, batch: &Batch) {
+        if self.categories.is_empty() {
+            return;
+        }
+        let mut split: HashMap<&str, Vec<RecordedEvent>> = HashMap::new();
+        for e in &batch.events {
+            let c = category_of(&e.stream_id);
+            if self.categories.contains_key(c) {
+                split.entry(c).or_default().push(e.clone());
+            }
+        }
+        for (c, events) in split {
+            if let Some(feed) = self.categories.get_mut(c) {
+                let part = Batch::new(feed.to, batch.to, events);
+                feed.to = batch.to;
+                let _ = feed.tx.send(Feed::Events(Arc::new(part)));
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Hub {
@@ -145,7 +296,26 @@ impl Hub {
             published: AtomicU64::new(0),
             lagged: AtomicU64::new(0),
             subscriber_reads: AtomicU64::new(0),
+            subscribers: AtomicUsize::new(0),
+            watermark: AtomicU64::new(0),
+            lag_micros: AtomicU64::new(u64::MAX),
         }
+    }
+
+    /// Counts a new subscription until the guard is dropped.
+    pub(crate) fn enter(self: &Arc<Self>) -> SubscriberGuard {
+        self.subscribers.fetch_add(1, Ordering::Relaxed);
+        SubscriberGuard(self.clone())
+    }
+
+    /// `(open subscriptions, watermark, lag of the last batch in µs)`, without a lock.
+    pub(crate) fn watermark_stats(&self) -> (usize, u64, Option<u64>) {
+        let lag = self.lag_micros.load(Ordering::Relaxed);
+        (
+            self.subscribers.load(Ordering::Relaxed),
+            self.watermark.load(Ordering::Relaxed),
+            (lag != u64::MAX).then_some(lag),
+        )
     }
 
     pub(crate) fn source(&self) -> &dyn Source {
@@ -161,11 +331,7 @@ impl Hub {
     }
 
     pub(crate) fn stats(&self) -> FanoutStats {
-        let live = self
-            .lock()
-            .feed
-            .as_ref()
-            .map_or(0, broadcast::Sender::receiver_count);
+        let live = self.lock().receivers();
         FanoutStats {
             live_subscribers: live,
             batches_published: self.published.load(Ordering::Relaxed),
@@ -178,28 +344,28 @@ impl Hub {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A receiver of the live feed and the position its first batch starts at; starts the
-    /// tailer (at the store's head) when none runs. Errors are the head query's.
-    pub(crate) async fn join(self: &Arc<Self>) -> Result<(broadcast::Receiver<Feed>, u64)> {
-        if let Some(joined) = self.try_join() {
+    /// A receiver of the live feed (of `category`'s events only, when given) and the position
+    /// its first batch starts at; starts the tailer (at the store's head) when none runs.
+    /// Errors are the head query's.
+    pub(crate) async fn join(
+        self: &Arc<Self>,
+        category: Option<&str>,
+    ) -> Result<(broadcast::Receiver<Feed>, u64)> {
+        if let Some(joined) = self.lock().subscribe(category, self.capacity) {
             return Ok(joined);
         }
         let head = self.source.head().await?;
         let mut st = self.lock();
-        if let Some(tx) = &st.feed {
-            // Another subscriber started it meanwhile.
-            return Ok((tx.subscribe(), st.cursor));
+        if st.feed.is_none() {
+            let (tx, _) = broadcast::channel(self.capacity);
+            st.feed = Some(tx.clone());
+            st.cursor = head;
+            self.watermark.fetch_max(head, Ordering::Relaxed);
+            tokio::spawn(tail(self.clone(), tx, head));
         }
-        let (tx, rx) = broadcast::channel(self.capacity);
-        st.feed = Some(tx.clone());
-        st.cursor = head;
-        tokio::spawn(tail(self.clone(), tx, head));
-        Ok((rx, head))
-    }
-
-    fn try_join(&self) -> Option<(broadcast::Receiver<Feed>, u64)> {
-        let st = self.lock();
-        st.feed.as_ref().map(|tx| (tx.subscribe(), st.cursor))
+        // The tailer runs (started here or meanwhile by another subscriber).
+        st.subscribe(category, self.capacity)
+            .ok_or(crate::error::Error::Closed)
     }
 }
 
@@ -210,15 +376,26 @@ async fn tail(hub: Arc<Hub>, tx: broadcast::Sender<Feed>, mut cursor: u64) {
     let all = EventFilter::all();
     let mut retry = RETRY_MIN;
     loop {
-        {
+        let whole_feed_only = {
             let mut st = hub.lock();
-            if tx.receiver_count() == 0 {
+            if st.receivers() == 0 {
                 // Under the lock a joiner takes: it either subscribed already or will start a
                 // new tailer.
                 st.feed = None;
+                st.categories.clear();
                 return;
             }
-        }
+            st.categories.is_empty()
+        };
+        // With only the whole feed followed, stop as soon as its last receiver goes; category
+        // feeds are checked after each wait (at most a poll interval).
+        let nobody = async {
+            if whole_feed_only {
+                tx.closed().await
+            } else {
+                std::future::pending().await
+            }
+        };
         // Mark the wake-up seen *before* reading, so an append that commits after the read
         // started still wakes the wait below.
         wake.borrow_and_update();
@@ -228,14 +405,15 @@ async fn tail(hub: Arc<Hub>, tx: broadcast::Sender<Feed>, mut cursor: u64) {
                 let full = events.len() == SUBSCRIPTION_BATCH;
                 if let Some(last) = events.last() {
                     let to = last.position + 1;
-                    let batch = Arc::new(Batch {
-                        from: cursor,
-                        to,
-                        events,
-                    });
+                    let lag = Timestamp::now().as_micros() - last.recorded_at.as_micros();
+                    hub.lag_micros
+                        .store(u64::try_from(lag).unwrap_or(0), Ordering::Relaxed);
+                    hub.watermark.store(to, Ordering::Relaxed);
+                    let batch = Arc::new(Batch::new(cursor, to, events));
                     cursor = to;
                     let mut st = hub.lock();
                     st.cursor = to;
+                    st.publish_categories(&batch);
                     // No receiver left is not an error: the check above ends the loop.
                     let _ = tx.send(Feed::Events(batch));
                     hub.published.fetch_add(1, Ordering::Relaxed);
@@ -246,14 +424,14 @@ async fn tail(hub: Arc<Hub>, tx: broadcast::Sender<Feed>, mut cursor: u64) {
                 tokio::select! {
                     _ = wake.changed() => {}
                     _ = tokio::time::sleep(SUBSCRIPTION_POLL_INTERVAL) => {}
-                    _ = tx.closed() => {}
+                    _ = nobody => {}
                 }
             }
             Err(e) if e.is_transient() => {
                 tracing::warn!(error = %e, retry_in = ?retry, "event fan-out read failed; retrying");
                 tokio::select! {
                     _ = tokio::time::sleep(retry) => {}
-                    _ = tx.closed() => {}
+                    _ = nobody => {}
                 }
                 retry = (retry * 2).min(RETRY_MAX);
             }
@@ -262,6 +440,9 @@ async fn tail(hub: Arc<Hub>, tx: broadcast::Sender<Feed>, mut cursor: u64) {
                 let mut st = hub.lock();
                 st.feed = None;
                 let _ = tx.send(Feed::Failed);
+                for (_, feed) in st.categories.drain() {
+                    let _ = feed.tx.send(Feed::Failed);
+                }
                 return;
             }
         }

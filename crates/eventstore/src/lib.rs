@@ -17,6 +17,14 @@
 //!   [`AppendResult`] and stores nothing.
 //! - [`Subscription`] follows `$all`: stored events first, then live ones, each exactly once,
 //!   in increasing position, surviving dropped connections.
+//! - Persistent subscriptions ([`Store::create_subscription`], [`Store::consume`], [`Store::ack`])
+//!   keep a checkpoint; consumer groups ([`Store::create_group`], [`Store::consume_group`])
+//!   split one by stream among members, a checkpoint per partition ([`partition_of`]), a dead
+//!   member's partitions going to the others after [`GroupSettings::member_timeout`].
+//! - [`StreamMetadata`] (`max_count`, `max_age`, `truncate_before`) shapes stream reads;
+//!   [`Store::delete_stream`] is a soft delete whose stream continues its versions.
+//! - [`Store::stats`]: appends, conflicts, subscribers and the `$all` watermark, from atomics.
+//!   [`Store::subscribe_frames`] yields SSE-ready [`Frames`], formatted once per live batch.
 //! - [`api`] answers `POST /streams/{id}` ([`api::append`]), `GET /streams/{id}`
 //!   ([`api::read_stream`]) and `GET /all` ([`api::read_all`]) for any HTTP server, from
 //!   parameters its router decoded; [`api::sse_frame`] formats `GET /all/subscribe` frames.
@@ -94,37 +102,49 @@ compile_error!(
 );
 
 pub mod api;
+mod consumer_group;
 mod error;
 mod expected;
 mod fanout;
 mod filter;
+mod groups;
 mod persistent;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod stats;
 mod store;
+mod stream_meta;
 mod subscription;
 mod time;
 mod types;
 
+pub use consumer_group::MAX_HEARTBEAT_INTERVAL;
 pub use error::{Error, Result};
 pub use expected::BadExpectedVersion;
 pub use fanout::{
-    DEFAULT_SUBSCRIBER_BUFFER, FanoutStats, MAX_SUBSCRIBER_BUFFER, SUBSCRIPTION_BATCH,
+    DEFAULT_SUBSCRIBER_BUFFER, FanoutStats, FrameFormat, MAX_SUBSCRIBER_BUFFER, SUBSCRIPTION_BATCH,
     SUBSCRIPTION_POLL_INTERVAL,
 };
 pub use filter::{EventFilter, MAX_FILTER_TYPES, category_of};
+pub use groups::{
+    DEFAULT_GROUP_PARTITIONS, DEFAULT_MEMBER_TIMEOUT, GroupSettings, GroupStatus,
+    MAX_GROUP_PARTITIONS, MAX_MEMBER_TIMEOUT, MIN_MEMBER_TIMEOUT, MemberState, PartitionState,
+    partition_of,
+};
+pub use persistent::Acked;
 #[cfg(feature = "postgres")]
 pub use postgres::DEFAULT_POOL_SIZE;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{DEFAULT_SQLITE_READER_THREADS, MAX_SQLITE_READER_THREADS};
+pub use stats::StoreStats;
 pub use store::{OpenOptions, Store};
-pub use subscription::Subscription;
+pub use subscription::{FrameSubscription, Frames, Subscription};
 pub use time::Timestamp;
 pub use types::{
     AppendResult, Direction, EventData, ExpectedVersion, Json, MAX_APPEND_EVENTS,
     MAX_EVENT_TYPE_BYTES, MAX_JSON_DEPTH, MAX_READ_EVENTS, MAX_STREAM_ID_BYTES,
-    MAX_SUBSCRIPTION_NAME_BYTES, RecordedEvent, SubscriptionInfo, validate_stream_id,
-    validate_subscription_name,
+    MAX_SUBSCRIPTION_NAME_BYTES, RecordedEvent, StreamMetadata, SubscriptionInfo,
+    validate_stream_id, validate_subscription_name,
 };

@@ -8,13 +8,16 @@ use futures::future::BoxFuture;
 use tokio::sync::watch;
 
 use crate::error::{Error, Result};
-use crate::fanout::{DEFAULT_SUBSCRIBER_BUFFER, FanoutStats, Hub, MAX_SUBSCRIBER_BUFFER, Source};
+use crate::fanout::{
+    DEFAULT_SUBSCRIBER_BUFFER, FanoutStats, FrameFormat, Hub, MAX_SUBSCRIBER_BUFFER, Source,
+};
 use crate::filter::EventFilter;
 #[cfg(feature = "postgres")]
 use crate::postgres::{PgOptions, PgStore};
 #[cfg(feature = "sqlite")]
 use crate::sqlite::SqliteStore;
-use crate::subscription::Subscription;
+use crate::stats::{AppendCounters, StoreStats};
+use crate::subscription::{FrameSubscription, Subscription};
 use crate::types::{
     AppendResult, Direction, EventData, ExpectedVersion, MAX_READ_EVENTS, RecordedEvent,
     validate_events, validate_stream_id,
@@ -64,6 +67,8 @@ pub struct Store {
     backend: Backend,
     /// The one `$all` reader of this handle (and its clones) and its live subscribers.
     hub: Arc<Hub>,
+    /// Appends and conflicts, for [`Store::stats`].
+    counters: Arc<AppendCounters>,
 }
 
 #[derive(Debug, Clone)]
@@ -94,7 +99,11 @@ impl Store {
         }
         let backend = Store::open_backend(url, options).await?;
         let hub = Arc::new(Hub::new(Arc::new(backend.clone()), buffer));
-        Ok(Store { backend, hub })
+        Ok(Store {
+            backend,
+            hub,
+            counters: Arc::default(),
+        })
     }
 
     async fn open_backend(url: &str, options: OpenOptions) -> Result<Backend> {
@@ -157,19 +166,8 @@ impl Store {
         }
     }
 
-    /// Appends `events` to `stream` atomically if the stream satisfies `expected`.
-    ///
-    /// Errors: [`Error::WrongExpectedVersion`] (nothing stored), [`Error::DuplicateEventId`]
-    /// when an id is already stored elsewhere, [`Error::InvalidInput`] for a bad stream id, no
-    /// events, more than [`crate::MAX_APPEND_EVENTS`], a bad type or an id given twice.
-    /// When every id is already stored in this stream, in this order, the call is a retry of an
-    /// earlier append: it returns that append's result and stores nothing, provided `expected`
-    /// accepts the stream as the original found it (`Any`; `NoStream` for an append that
-    /// created the stream; `Exact(v)` for one that followed version `v`...); otherwise it is
-    /// the [`Error::WrongExpectedVersion`] it would have been, as EventStoreDB answers. So after
-    /// a transient error ([`Error::is_transient`]: a dropped connection, where the append may
-    /// or may not have committed), retrying the same call is always safe.
-    pub async fn append(
+    /// [`Store::append`] without the soft-delete rule (`stream_meta.rs`): validated, counted.
+    pub(crate) async fn append_raw(
         &self,
         stream: &str,
         expected: ExpectedVersion,
@@ -185,10 +183,13 @@ impl Store {
         }
     }
 
-    /// Reads up to `max` events of `stream` (clamped to [`crate::MAX_READ_EVENTS`]) starting
-    /// at version `from_version`, forward (increasing versions) or backward (use `u64::MAX`
-    /// to start at the end). [`Error::StreamNotFound`] when the stream has no events.
-    pub async fn read_stream(
+    /// Counts an append's outcome in [`Store::stats`].
+    pub(crate) fn note_append(&self, outcome: &Result<AppendResult>) {
+        self.counters.note(outcome);
+    }
+
+    /// [`Store::read_stream`] without the stream's metadata (`stream_meta.rs`).
+    pub(crate) async fn read_stream_raw(
         &self,
         stream: &str,
         from_version: u64,
@@ -254,6 +255,18 @@ impl Store {
         Subscription::start(self.hub.clone(), from_position, filter)
     }
 
+    /// [`Store::subscribe`] with each event formatted by `format` (`api::sse_frame` for
+    /// server-sent events): live events are formatted once per store handle and the bytes
+    /// shared by every such subscriber, instead of once per subscriber.
+    pub fn subscribe_frames(
+        &self,
+        from_position: u64,
+        filter: EventFilter,
+        format: FrameFormat,
+    ) -> FrameSubscription {
+        FrameSubscription::start(self.hub.clone(), from_position, filter, format)
+    }
+
     /// A position below which `$all` is final now: start a subscription here to get only
     /// events not yet readable (SQLite: one past the last event; PostgreSQL: the `$all` line,
     /// see DESIGN-NOTES.md).
@@ -268,6 +281,23 @@ impl Store {
     /// Counters of this handle's fan-out of live events.
     pub fn fanout_stats(&self) -> FanoutStats {
         self.hub.stats()
+    }
+
+    /// This handle's counters (shared by its clones): appends, events, conflicts, open and live
+    /// subscribers, the `$all` watermark and its lag. Cheap: atomics and one short lock, no
+    /// query; for a stats page or `/metrics` scraped as often as wanted.
+    pub fn stats(&self) -> StoreStats {
+        let (appends, events_appended, conflicts) = self.counters.load();
+        let (subscribers, all_watermark, all_lag_micros) = self.hub.watermark_stats();
+        StoreStats {
+            appends,
+            events_appended,
+            conflicts,
+            subscribers,
+            live_subscribers: self.hub.stats().live_subscribers,
+            all_watermark,
+            all_lag_micros,
+        }
     }
 }
 

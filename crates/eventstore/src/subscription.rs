@@ -9,17 +9,24 @@
 //! - *live*: it takes the feed's batches, skipping what it has seen and what its filter
 //!   rejects. A batch that does not start at or before its cursor, a lag (it fell more than the
 //!   ring behind) or a failed tailer sends it back to catching up.
+//!
+//! A [`FrameSubscription`] is the same with each event already formatted (an SSE frame): live
+//! batches are formatted once, by the first subscriber that reaches them, and every subscriber
+//! shares the bytes (an unfiltered one gets the rest of a batch as one slice).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use futures::Stream;
+use bytes::Bytes;
+use futures::{Stream, StreamExt as _};
 use tokio::sync::broadcast;
 
 use crate::error::Result;
-use crate::fanout::{Feed, Hub, RETRY_MAX, RETRY_MIN, SUBSCRIPTION_BATCH};
+use crate::fanout::{
+    Feed, FrameFormat, Hub, RETRY_MAX, RETRY_MIN, SUBSCRIPTION_BATCH, SubscriberGuard,
+};
 use crate::filter::EventFilter;
 use crate::types::RecordedEvent;
 
@@ -45,19 +52,106 @@ impl Stream for Subscription {
 }
 
 impl Subscription {
-    pub(crate) fn start(hub: Arc<Hub>, from: u64, filter: EventFilter) -> Subscription {
-        let state = SubState {
-            hub,
-            filter,
-            next: from,
-            buffer: VecDeque::new(),
-            mode: Mode::CatchUp,
-            failed: false,
-        };
+    /// Wraps another stream of events (a consumer-group member's) as a subscription.
+    pub(crate) fn from_stream(
+        stream: impl Stream<Item = Result<RecordedEvent>> + Send + 'static,
+    ) -> Subscription {
         Subscription {
-            inner: Box::pin(futures::stream::unfold(state, SubState::step)),
+            inner: Box::pin(stream),
         }
     }
+
+    pub(crate) fn start(hub: Arc<Hub>, from: u64, filter: EventFilter) -> Subscription {
+        let items = SubState::stream(hub, from, filter, None);
+        // Without a format no item is frames: nothing is dropped.
+        let events = items.filter_map(|item| {
+            std::future::ready(match item {
+                Ok(Item::Event(e)) => Some(Ok(e)),
+                Ok(Item::Frames(_)) => None,
+                Err(e) => Some(Err(e)),
+            })
+        });
+        Subscription {
+            inner: Box::pin(events),
+        }
+    }
+
+    /// This subscription's events formatted by `format`, one [`Frames`] per event.
+    pub fn into_frames(self, format: FrameFormat) -> FrameSubscription {
+        FrameSubscription {
+            inner: Box::pin(self.map(move |r| r.map(|e| Frames::of(&e, format)))),
+        }
+    }
+}
+
+/// Events formatted for writing (SSE frames), back to back: what a [`FrameSubscription`]
+/// yields.
+#[derive(Debug, Clone)]
+pub struct Frames {
+    /// The frames.
+    pub bytes: Bytes,
+    /// How many events they hold.
+    pub events: usize,
+    /// The position of the last of them.
+    pub last_position: u64,
+}
+
+impl Frames {
+    fn of(e: &RecordedEvent, format: FrameFormat) -> Frames {
+        Frames {
+            bytes: format(e),
+            events: 1,
+            last_position: e.position,
+        }
+    }
+}
+
+/// A [`Subscription`] whose events come formatted ([`crate::Store::subscribe_frames`]): the
+/// same events, once each, in increasing position, as [`Frames`]. Live events are formatted
+/// once per store handle, not once per subscriber.
+#[must_use = "a subscription does nothing unless polled"]
+pub struct FrameSubscription {
+    inner: Pin<Box<dyn Stream<Item = Result<Frames>> + Send>>,
+}
+
+impl std::fmt::Debug for FrameSubscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrameSubscription").finish_non_exhaustive()
+    }
+}
+
+impl Stream for FrameSubscription {
+    type Item = Result<Frames>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx)
+    }
+}
+
+impl FrameSubscription {
+    pub(crate) fn start(
+        hub: Arc<Hub>,
+        from: u64,
+        filter: EventFilter,
+        format: FrameFormat,
+    ) -> FrameSubscription {
+        let items = SubState::stream(hub, from, filter, Some(format));
+        let frames = items.map(move |item| {
+            item.map(|item| match item {
+                Item::Event(e) => Frames::of(&e, format),
+                Item::Frames(f) => f,
+            })
+        });
+        FrameSubscription {
+            inner: Box::pin(frames),
+        }
+    }
+}
+
+/// What a subscription's state machine yields: an event, or (with a format) frames.
+enum Item {
+    Event(RecordedEvent),
+    Frames(Frames),
 }
 
 enum Mode {
@@ -72,25 +166,48 @@ enum Mode {
 }
 
 struct SubState {
+    /// Counts this subscription in the store's stats while it is open.
+    _counted: SubscriberGuard,
     hub: Arc<Hub>,
     filter: EventFilter,
     /// One past everything buffered or skipped: where a read of the store continues. Only
     /// consulted with the buffer empty.
     next: u64,
-    buffer: VecDeque<RecordedEvent>,
+    buffer: VecDeque<Item>,
     mode: Mode,
     failed: bool,
+    /// Set for a [`FrameSubscription`]: live batches become shared frames.
+    format: Option<FrameFormat>,
 }
 
 impl SubState {
-    async fn step(mut self) -> Option<(Result<RecordedEvent>, SubState)> {
+    fn stream(
+        hub: Arc<Hub>,
+        from: u64,
+        filter: EventFilter,
+        format: Option<FrameFormat>,
+    ) -> impl Stream<Item = Result<Item>> + Send + 'static {
+        let state = SubState {
+            _counted: hub.enter(),
+            hub,
+            filter,
+            next: from,
+            buffer: VecDeque::new(),
+            mode: Mode::CatchUp,
+            failed: false,
+            format,
+        };
+        futures::stream::unfold(state, SubState::step)
+    }
+
+    async fn step(mut self) -> Option<(Result<Item>, SubState)> {
         if self.failed {
             return None;
         }
         let mut retry = RETRY_MIN;
         loop {
-            if let Some(event) = self.buffer.pop_front() {
-                return Some((Ok(event), self));
+            if let Some(item) = self.buffer.pop_front() {
+                return Some((Ok(item), self));
             }
             let outcome = match std::mem::replace(&mut self.mode, Mode::CatchUp) {
                 Mode::CatchUp => self.catch_up().await,
@@ -127,9 +244,9 @@ impl SubState {
         if let Some(last) = events.last() {
             self.next = last.position + 1;
         }
-        self.buffer.extend(events);
+        self.buffer.extend(events.into_iter().map(Item::Event));
         if short {
-            let (rx, bound) = self.hub.join().await?;
+            let (rx, bound) = self.hub.join(self.filter.category_name()).await?;
             self.mode = if self.next >= bound {
                 Mode::Live { rx }
             } else {
@@ -162,7 +279,7 @@ impl SubState {
         if let Some(last) = events.last() {
             self.next = last.position + 1;
         }
-        self.buffer.extend(events);
+        self.buffer.extend(events.into_iter().map(Item::Event));
         self.mode = if done {
             self.next = self.next.max(bound);
             Mode::Live { rx }
@@ -177,13 +294,41 @@ impl SubState {
         match rx.recv().await {
             Ok(Feed::Events(batch)) if batch.from <= self.next => {
                 let next = self.next;
-                self.buffer.extend(
-                    batch
-                        .events
-                        .iter()
-                        .filter(|e| e.position >= next && self.filter.matches(e))
-                        .cloned(),
-                );
+                let start = batch.events.partition_point(|e| e.position < next);
+                let fresh = &batch.events[start..];
+                match self.format {
+                    None => self.buffer.extend(
+                        fresh
+                            .iter()
+                            .filter(|e| self.filter.matches(e))
+                            .cloned()
+                            .map(Item::Event),
+                    ),
+                    Some(format) if !fresh.is_empty() => {
+                        let frames = batch.frames(format);
+                        let (bytes, at) = (&frames.bytes, &frames.offsets);
+                        if self.filter.is_all() {
+                            // The rest of the batch, one shared slice.
+                            self.buffer.push_back(Item::Frames(Frames {
+                                bytes: bytes.slice(at[start]..),
+                                events: fresh.len(),
+                                last_position: fresh[fresh.len() - 1].position,
+                            }));
+                        } else {
+                            for (i, e) in fresh.iter().enumerate() {
+                                if self.filter.matches(e) {
+                                    let i = start + i;
+                                    self.buffer.push_back(Item::Frames(Frames {
+                                        bytes: bytes.slice(at[i]..at[i + 1]),
+                                        events: 1,
+                                        last_position: e.position,
+                                    }));
+                                }
+                            }
+                        }
+                    }
+                    Some(_) => {}
+                }
                 self.next = self.next.max(batch.to);
                 self.mode = Mode::Live { rx };
             }

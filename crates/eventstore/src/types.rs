@@ -1,6 +1,7 @@
 //! The values that go in and out of a store: events, versions, positions.
 
 use std::fmt;
+use std::time::Duration;
 
 use uuid::Uuid;
 
@@ -179,6 +180,22 @@ pub struct AppendResult {
     pub last_position: u64,
 }
 
+/// A stream's metadata ([`crate::Store::stream_metadata`]): what its reads show. Applied on
+/// reads of the stream only (`GET /streams/{id}`, [`crate::Store::read_stream`]); `$all`,
+/// categories and subscriptions keep every event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StreamMetadata {
+    /// Only the latest `max_count` events are read (older ones are hidden, not removed).
+    pub max_count: Option<u64>,
+    /// Only events recorded less than `max_age` ago are read.
+    pub max_age: Option<Duration>,
+    /// Reads start at this version: the events before it are hidden.
+    pub truncate_before: Option<u64>,
+    /// Soft-deleted ([`crate::Store::delete_stream`]): the stream reads as not found until an
+    /// event is appended after the delete.
+    pub deleted: bool,
+}
+
 /// Longest persistent subscription name accepted, in bytes. A guess: room for
 /// `service.projection-v2`-style names.
 pub const MAX_SUBSCRIPTION_NAME_BYTES: usize = 100;
@@ -195,6 +212,10 @@ pub struct SubscriptionInfo {
     pub checkpoint: u64,
     /// When it was created.
     pub created_at: Timestamp,
+    /// `Some` for a consumer group ([`crate::Store::create_group`]): its events are split by
+    /// stream among its members, each partition with its own checkpoint (`checkpoint` above is
+    /// then the lowest of them: where the group as a whole is complete).
+    pub group: Option<crate::groups::GroupSettings>,
 }
 
 /// Checks a persistent subscription name: 1 to [`MAX_SUBSCRIPTION_NAME_BYTES`] bytes of ASCII

@@ -8,14 +8,29 @@
 //! |-----------------------------------------|------------------|------------------------------------------|
 //! | `POST /streams/{id}`                    | [`append`]       | 201 positions; 409 conflict; 400 bad JSON or header |
 //! | `GET /streams/{id}?from=&limit=&direction=forward\|backward` | [`read_stream`] | 200 events; 404 unknown stream |
+//! | `GET /streams/{id}/metadata`            | [`stream_metadata`] | 200 `max_count`, `max_age_ms`, `truncate_before`, `deleted` |
+//! | `PUT /streams/{id}/metadata` `{"max_count"?, "max_age_ms"?, "truncate_before"?}` | [`set_stream_metadata`] | 200; 400 |
+//! | `POST /streams/{id}/delete`                  | [`delete_stream`] | 200 `truncate_before` (soft delete); 404 |
 //! | `GET /all?from=&limit=&category=&type=` | [`read_all`]     | 200 events of `$all`, filtered if asked  |
 //! | `GET /categories/{c}?from=&limit=&type=` | [`read_category`] | 200 events of streams `c` or `c-...`  |
 //! | `GET /all/subscribe?from=&category=&type=` | [`subscribe_query`] | where the server's SSE stream starts, its filter |
-//! | `PUT /subscriptions/{name}` `{"from"?, "category"?, "types"?}` | [`create_subscription`] | 200 the subscription; 409 other filter |
-//! | `GET /subscriptions`, `GET /subscriptions/{name}` | [`list_subscriptions`], [`subscription_info`] | 200; 404 |
+//! | `PUT /subscriptions/{name}` `{"from"?, "category"?, "types"?, "partitions"?, "member_timeout_ms"?}` | [`create_subscription`] | 200 the subscription (a consumer group with `partitions`); 409 other filter or settings |
+//! | `GET /subscriptions`, `GET /subscriptions/{name}` | [`list_subscriptions`], [`subscription_info`] | 200 (a group's members and partitions); 404 |
 //! | `DELETE /subscriptions/{name}`          | [`delete_subscription`] | 200; 404                           |
 //! | `GET /subscriptions/{name}/events` (`Last-Event-ID`) | [`consume_from`] | where its SSE stream starts  |
-//! | `POST /subscriptions/{name}/ack` `{"position"}` | [`ack`]  | 200 the checkpoint; 404                  |
+//! | `GET /subscriptions/{name}/events?member=M` | [`consume_group_from`] | a consumer group member's stream |
+//! | `POST /subscriptions/{name}/ack` `{"position"}` | [`ack`]  | 200 the checkpoint (a group: of the event's partition); 404 |
+//!
+//! Consumer groups: a subscription created with `"partitions": N` splits its streams into `N`
+//! partitions ([`crate::partition_of`]); each member (`?member=NAME`) gets the events of the
+//! partitions it holds, each partition in order from its checkpoint; an ack moves the
+//! checkpoint of the acknowledged event's partition. A member whose stream goes unread for
+//! `member_timeout_ms` (default [`crate::DEFAULT_MEMBER_TIMEOUT`]), or whose connection closes,
+//! loses its partitions to the others; delivery is at least once.
+//!
+//! Stream metadata applies to stream reads only (`$all`, categories and subscriptions keep every
+//! event); a soft-deleted stream reads as 404 until something is appended, and a `no_stream`
+//! append then continues after its old last version.
 //!
 //! Filters: `category=C` keeps events of streams named `C` or `C-...` (message-db's rule, see
 //! [`crate::category_of`]); `type=T` (repeatable) keeps events of any of the types named. Every
@@ -40,6 +55,7 @@
 mod persistent;
 mod query;
 mod response;
+mod streams;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -48,13 +64,14 @@ use uuid::Uuid;
 use crate::store::Store;
 use crate::types::{Direction, EventData, ExpectedVersion, Json};
 pub use persistent::{
-    ack, consume_from, create_subscription, delete_subscription, list_subscriptions,
-    subscription_info,
+    ack, consume_from, consume_group_from, create_subscription, delete_subscription,
+    list_subscriptions, subscription_info,
 };
 pub use query::{DEFAULT_READ_LIMIT, MAX_HTTP_READ_LIMIT, subscribe_from, subscribe_query};
 use query::{Takes, parse_read_query};
 use response::read_body;
 pub use response::{ApiResponse, JSON_CONTENT_TYPE, SSE_CONTENT_TYPE, sse_frame};
+pub use streams::{delete_stream, set_stream_metadata, stream_metadata};
 
 /// Most events one `POST /streams/{id}` may carry. A guess, one tenth of the store's own
 /// [`crate::MAX_APPEND_EVENTS`], so one HTTP request holds a stream's lock only briefly.

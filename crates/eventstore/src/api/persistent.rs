@@ -2,14 +2,18 @@
 //! delete, acknowledge; consuming is server-sent events the server drives with
 //! [`consume_from`], [`crate::Store::subscribe`] and [`super::sse_frame`].
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
 use super::query::{after_last_event_id, filter};
 use super::response::ApiResponse;
+use crate::groups::{DEFAULT_GROUP_PARTITIONS, GroupSettings, GroupStatus};
 use crate::store::Store;
+use crate::subscription::Subscription;
 use crate::types::SubscriptionInfo;
 
-/// `{"name","category","types","checkpoint","created_at"}`.
+/// `{"name","category","types","checkpoint","created_at","group"?}`.
 #[derive(Serialize)]
 struct InfoBody<'a> {
     name: &'a str,
@@ -17,6 +21,32 @@ struct InfoBody<'a> {
     types: &'a [String],
     checkpoint: u64,
     created_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group: Option<GroupBody<'a>>,
+}
+
+/// A consumer group's settings, and on `GET /subscriptions/{name}` its members and partitions.
+#[derive(Serialize)]
+struct GroupBody<'a> {
+    partitions: u32,
+    member_timeout_ms: u128,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    members: Option<Vec<MemberBody<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    assignments: Option<Vec<AssignmentBody<'a>>>,
+}
+
+#[derive(Serialize)]
+struct MemberBody<'a> {
+    member: &'a str,
+    expires_at: String,
+}
+
+#[derive(Serialize)]
+struct AssignmentBody<'a> {
+    partition: u32,
+    checkpoint: u64,
+    owner: Option<&'a str>,
 }
 
 impl<'a> From<&'a SubscriptionInfo> for InfoBody<'a> {
@@ -27,7 +57,41 @@ impl<'a> From<&'a SubscriptionInfo> for InfoBody<'a> {
             types: i.filter.event_types(),
             checkpoint: i.checkpoint,
             created_at: i.created_at.to_string(),
+            group: i.group.map(|g| GroupBody {
+                partitions: g.partitions,
+                member_timeout_ms: g.member_timeout.as_millis(),
+                members: None,
+                assignments: None,
+            }),
         }
+    }
+}
+
+impl<'a> InfoBody<'a> {
+    /// With the group's members and partitions.
+    fn with_status(mut self, st: &'a GroupStatus) -> InfoBody<'a> {
+        if let Some(g) = &mut self.group {
+            g.members = Some(
+                st.members
+                    .iter()
+                    .map(|m| MemberBody {
+                        member: &m.member,
+                        expires_at: m.expires_at.to_string(),
+                    })
+                    .collect(),
+            );
+            g.assignments = Some(
+                st.partitions
+                    .iter()
+                    .map(|p| AssignmentBody {
+                        partition: p.partition,
+                        checkpoint: p.checkpoint,
+                        owner: p.owner.as_deref(),
+                    })
+                    .collect(),
+            );
+        }
+        self
     }
 }
 
@@ -47,18 +111,26 @@ struct CreateBody {
     category: Option<String>,
     #[serde(default)]
     types: Vec<String>,
+    /// Makes it a consumer group of this many partitions.
+    partitions: Option<u32>,
+    /// A consumer group's member timeout (needs `partitions`).
+    member_timeout_ms: Option<u64>,
 }
 
-/// `PUT /subscriptions/{name}` with `{"from"?: 0 | "end", "category"?, "types"?: [...]}` (an
-/// empty body: everything from position 0): creates the subscription, or returns the existing
-/// one if its filter is the same (its checkpoint kept), 200 either way; 409 when it exists with
-/// another filter.
+/// `PUT /subscriptions/{name}` with `{"from"?: 0 | "end", "category"?, "types"?: [...],
+/// "partitions"?: N, "member_timeout_ms"?: MS}` (an empty body: everything from position 0):
+/// creates the subscription (with `partitions`, a consumer group: see
+/// [`crate::Store::create_group`]; `member_timeout_ms` defaults to
+/// [`crate::DEFAULT_MEMBER_TIMEOUT`]), or returns the existing one if its filter and group
+/// settings are the same (its checkpoint kept), 200 either way; 409 when it exists with others.
 pub async fn create_subscription(store: &Store, name: &str, body: &[u8]) -> ApiResponse {
     let body: CreateBody = if body.iter().all(u8::is_ascii_whitespace) {
         CreateBody {
             from: None,
             category: None,
             types: Vec::new(),
+            partitions: None,
+            member_timeout_ms: None,
         }
     } else {
         match serde_json::from_slice(body) {
@@ -67,10 +139,30 @@ pub async fn create_subscription(store: &Store, name: &str, body: &[u8]) -> ApiR
                 return ApiResponse::error(
                     400,
                     &format!(
-                        "invalid request body (expected {{\"from\"?: position or \"end\", \"category\"?, \"types\"?: [...]}}): {e}"
+                        "invalid request body (expected {{\"from\"?: position or \"end\", \"category\"?, \"types\"?: [...], \"partitions\"?, \"member_timeout_ms\"?}}): {e}"
                     ),
                 );
             }
+        }
+    };
+    let group = match (body.partitions, body.member_timeout_ms) {
+        (None, None) => None,
+        (None, Some(_)) => {
+            return ApiResponse::error(
+                400,
+                "\"member_timeout_ms\" applies to consumer groups: give \"partitions\" too",
+            );
+        }
+        (partitions, timeout) => {
+            let defaults = GroupSettings::default();
+            let g = GroupSettings {
+                partitions: partitions.unwrap_or(DEFAULT_GROUP_PARTITIONS),
+                member_timeout: timeout.map_or(defaults.member_timeout, Duration::from_millis),
+            };
+            if let Err(e) = g.validate() {
+                return ApiResponse::from_store_error(&e);
+            }
+            Some(g)
         }
     };
     let f = match filter(
@@ -94,16 +186,28 @@ pub async fn create_subscription(store: &Store, name: &str, body: &[u8]) -> ApiR
             );
         }
     };
-    match store.create_subscription(name, from, f).await {
+    let created = match group {
+        None => store.create_subscription(name, from, f).await,
+        Some(g) => store.create_group(name, from, f, g).await,
+    };
+    match created {
         Ok(info) => ApiResponse::json(200, &InfoBody::from(&info)),
         Err(e) => ApiResponse::from_store_error(&e),
     }
 }
 
-/// `GET /subscriptions/{name}`: the subscription and its checkpoint; 404 when unknown.
+/// `GET /subscriptions/{name}`: the subscription and its checkpoint, and for a consumer group
+/// its live members and each partition's checkpoint and owner; 404 when unknown.
 pub async fn subscription_info(store: &Store, name: &str) -> ApiResponse {
-    match store.subscription_info(name).await {
-        Ok(info) => ApiResponse::json(200, &InfoBody::from(&info)),
+    let info = match store.subscription_info(name).await {
+        Ok(info) => info,
+        Err(e) => return ApiResponse::from_store_error(&e),
+    };
+    if info.group.is_none() {
+        return ApiResponse::json(200, &InfoBody::from(&info));
+    }
+    match store.group_status(name).await {
+        Ok(st) => ApiResponse::json(200, &InfoBody::from(&info).with_status(&st)),
         Err(e) => ApiResponse::from_store_error(&e),
     }
 }
@@ -138,7 +242,9 @@ pub async fn delete_subscription(store: &Store, name: &str) -> ApiResponse {
 }
 
 /// `POST /subscriptions/{name}/ack` with `{"position": N}`: everything up to and including `N`
-/// is done; 200 `{"name", "checkpoint"}` (the checkpoint never moves back).
+/// is done; 200 `{"name", "checkpoint"}` (the checkpoint never moves back). On a consumer
+/// group: `N` and everything before it of `N`'s partition, 200 `{"name", "checkpoint",
+/// "partition"}`; 400 when no event is stored at `N`.
 pub async fn ack(store: &Store, name: &str, body: &[u8]) -> ApiResponse {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -149,6 +255,8 @@ pub async fn ack(store: &Store, name: &str, body: &[u8]) -> ApiResponse {
     struct Body<'a> {
         name: &'a str,
         checkpoint: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        partition: Option<u32>,
     }
     let position = match serde_json::from_slice::<AckBody>(body) {
         Ok(b) => b.position,
@@ -161,15 +269,23 @@ pub async fn ack(store: &Store, name: &str, body: &[u8]) -> ApiResponse {
             );
         }
     };
-    match store.ack(name, position).await {
-        Ok(checkpoint) => ApiResponse::json(200, &Body { name, checkpoint }),
+    match store.ack_event(name, position).await {
+        Ok(a) => ApiResponse::json(
+            200,
+            &Body {
+                name,
+                checkpoint: a.checkpoint,
+                partition: a.partition,
+            },
+        ),
         Err(e) => ApiResponse::from_store_error(&e),
     }
 }
 
 /// Where `GET /subscriptions/{name}/events` starts, and the subscription: its checkpoint, or one
 /// past `Last-Event-ID` when a reconnecting `EventSource` has seen further (its unacknowledged
-/// events are its own to finish). 404 when unknown, 400 for a malformed `Last-Event-ID`.
+/// events are its own to finish). 404 when unknown, 400 for a malformed `Last-Event-ID` and for
+/// a consumer group (consumed with [`consume_group_from`]).
 pub async fn consume_from(
     store: &Store,
     name: &str,
@@ -180,6 +296,27 @@ pub async fn consume_from(
         .subscription_info(name)
         .await
         .map_err(|e| ApiResponse::from_store_error(&e))?;
+    if info.group.is_some() {
+        return Err(ApiResponse::error(
+            400,
+            &format!("subscription {name:?} is a consumer group: consume it with ?member=NAME"),
+        ));
+    }
     let from = info.checkpoint.max(after);
     Ok((info, from))
+}
+
+/// `GET /subscriptions/{name}/events?member=M`: joins consumer group `name` as member `M` and
+/// returns its stream ([`crate::Store::consume_group`]): each of its partitions from its
+/// checkpoint (`Last-Event-ID` does not apply: ids are per partition in order, not across the
+/// stream). 404 when unknown; 400 for a bad member name or a plain subscription.
+pub async fn consume_group_from(
+    store: &Store,
+    name: &str,
+    member: &str,
+) -> Result<(SubscriptionInfo, Subscription), ApiResponse> {
+    store
+        .consume_group(name, member)
+        .await
+        .map_err(|e| ApiResponse::from_store_error(&e))
 }

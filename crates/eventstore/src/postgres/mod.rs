@@ -6,8 +6,11 @@
 //! - `writer`: the batching writer tasks and the routing of appends to them.
 //! - `read`: stream and `$all` reads.
 //! - `notify`: LISTEN/NOTIFY and the WAL nudge, on connections of their own.
-//! - `subscriptions`: persistent subscriptions' rows and checkpoints.
+//! - `subscriptions`: persistent subscriptions' rows and checkpoints; `groups`: consumer groups'
+//!   partitions and members; `meta`: stream metadata.
 
+mod groups;
+mod meta;
 mod notify;
 mod read;
 mod schema;

@@ -17,6 +17,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0005_recorded_at_categories_types.sql"),
     include_str!("migrations/0006_persistent_subscriptions.sql"),
     include_str!("migrations/0007_stream_order_across_processes.sql"),
+    include_str!("migrations/0008_consumer_groups.sql"),
+    include_str!("migrations/0009_stream_metadata.sql"),
 ];
 
 /// Longest identifier PostgreSQL keeps (`NAMEDATALEN - 1` in a default build).

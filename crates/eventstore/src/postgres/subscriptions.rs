@@ -6,15 +6,22 @@ use super::PgStore;
 use super::read::{discard_if_broken, is_broken};
 use crate::error::{Error, Result};
 use crate::filter::EventFilter;
+use crate::groups::GroupSettings;
 use crate::time::Timestamp;
 use crate::types::SubscriptionInfo;
 
-const SQL_CREATE: &str = "INSERT INTO subscriptions (name, category, event_types, checkpoint) \
-     VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING";
-const SQL_GET: &str =
-    "SELECT name, category, event_types, checkpoint, created_at FROM subscriptions WHERE name = $1";
-const SQL_LIST: &str =
-    "SELECT name, category, event_types, checkpoint, created_at FROM subscriptions ORDER BY name";
+/// One statement: the row, and for a group (`$5` not null) its partitions, only when the row was
+/// inserted.
+const SQL_CREATE: &str = "WITH created AS ( \
+       INSERT INTO subscriptions (name, category, event_types, checkpoint, partitions, member_timeout_ms) \
+       VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING RETURNING name, partitions) \
+     INSERT INTO subscription_partitions (name, partition, checkpoint) \
+     SELECT created.name, p, $4 FROM created, generate_series(0, created.partitions - 1) AS p \
+     WHERE created.partitions IS NOT NULL";
+const SQL_GET: &str = "SELECT name, category, event_types, checkpoint, created_at, partitions, \
+     member_timeout_ms FROM subscriptions WHERE name = $1";
+const SQL_LIST: &str = "SELECT name, category, event_types, checkpoint, created_at, partitions, \
+     member_timeout_ms FROM subscriptions ORDER BY name";
 const SQL_DELETE: &str = "DELETE FROM subscriptions WHERE name = $1 RETURNING 1";
 const SQL_ACK: &str = "UPDATE subscriptions SET checkpoint = GREATEST(checkpoint, $2) \
      WHERE name = $1 RETURNING checkpoint";
@@ -25,6 +32,8 @@ fn info(row: &tokio_postgres::Row) -> Result<SubscriptionInfo> {
     let types: Vec<String> = row.try_get(2)?;
     let checkpoint: i64 = row.try_get(3)?;
     let created: std::time::SystemTime = row.try_get(4)?;
+    let partitions: Option<i32> = row.try_get(5)?;
+    let timeout_ms: Option<i64> = row.try_get(6)?;
     let filter = match category {
         Some(c) => EventFilter::category(c),
         None => Ok(EventFilter::all()),
@@ -36,11 +45,12 @@ fn info(row: &tokio_postgres::Row) -> Result<SubscriptionInfo> {
         filter,
         checkpoint: checkpoint as u64,
         created_at: Timestamp::from(created),
+        group: GroupSettings::from_columns(partitions.map(i64::from), timeout_ms),
     })
 }
 
 impl PgStore {
-    async fn run(
+    pub(super) async fn run(
         &self,
         sql: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
@@ -58,17 +68,31 @@ impl PgStore {
         })
     }
 
-    /// Inserts the subscription unless one of that name exists.
+    /// Inserts the subscription unless one of that name exists, with a partition row each
+    /// (checkpoint `from`, no owner) for a group.
     pub(crate) async fn create_subscription(
         &self,
         name: &str,
         from: u64,
         filter: &EventFilter,
+        group: Option<GroupSettings>,
     ) -> Result<()> {
         let category = filter.category_name();
         let types = filter.event_types();
-        self.run(SQL_CREATE, &[&name, &category, &types, &(from as i64)])
-            .await?;
+        let partitions = group.map(|g| g.partitions as i32);
+        let timeout = group.map(|g| g.timeout_ms());
+        self.run(
+            SQL_CREATE,
+            &[
+                &name,
+                &category,
+                &types,
+                &(from as i64),
+                &partitions,
+                &timeout,
+            ],
+        )
+        .await?;
         Ok(())
     }
 

@@ -1,6 +1,8 @@
 //! The embedded backend: one SQLite file in WAL mode, one writer thread with group commit,
 //! readers on their own connections and threads. `subscriptions`: persistent subscriptions' rows.
 
+mod groups;
+mod meta;
 mod subscriptions;
 #[cfg(test)]
 mod tests;
@@ -54,6 +56,31 @@ const MIGRATIONS: &[&str] = &[
         event_types TEXT    NOT NULL,
         checkpoint  INTEGER NOT NULL,
         created_at  INTEGER NOT NULL
+    ) WITHOUT ROWID;",
+    // 4: consumer groups (`groups.rs`): a group's settings on its subscription row (`NULL` for a
+    // plain subscription), a checkpoint and an owner per partition, a row per live member.
+    "ALTER TABLE subscriptions ADD COLUMN partitions INTEGER;
+    ALTER TABLE subscriptions ADD COLUMN member_timeout_ms INTEGER;
+    CREATE TABLE subscription_partitions (
+        name       TEXT    NOT NULL,
+        partition  INTEGER NOT NULL,
+        checkpoint INTEGER NOT NULL,
+        owner      TEXT,
+        PRIMARY KEY (name, partition)
+    ) WITHOUT ROWID;
+    CREATE TABLE subscription_members (
+        name       TEXT    NOT NULL,
+        member     TEXT    NOT NULL,
+        expires_at INTEGER NOT NULL,
+        PRIMARY KEY (name, member)
+    ) WITHOUT ROWID;",
+    // 5: stream metadata (`meta.rs`, applied by `crate::stream_meta` on stream reads).
+    "CREATE TABLE stream_meta (
+        stream_id       TEXT    PRIMARY KEY,
+        max_count       INTEGER,
+        max_age_ms      INTEGER,
+        truncate_before INTEGER,
+        deleted         INTEGER NOT NULL DEFAULT 0
     ) WITHOUT ROWID;",
 ];
 

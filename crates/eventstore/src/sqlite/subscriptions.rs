@@ -1,34 +1,45 @@
 //! Persistent subscriptions on SQLite: one row each in `subscriptions` (types as a JSON array),
 //! written on a pooled connection, outside the events writer: an ack waits for the write lock
 //! like any writer (`busy_timeout`), and is on disk when it returns (`synchronous=FULL`).
+//! Consumer groups' partitions and members are in `groups.rs`.
 
 use rusqlite::{OptionalExtension, params};
 
 use super::SqliteStore;
 use crate::error::{Error, Result};
 use crate::filter::EventFilter;
+use crate::groups::GroupSettings;
 use crate::time::Timestamp;
 use crate::types::SubscriptionInfo;
 
-const SQL_GET: &str = "SELECT name, category, event_types, checkpoint, created_at \
-     FROM subscriptions WHERE name = ?1";
-const SQL_LIST: &str = "SELECT name, category, event_types, checkpoint, created_at \
-     FROM subscriptions ORDER BY name";
+const COLUMNS: &str =
+    "name, category, event_types, checkpoint, created_at, partitions, member_timeout_ms";
 
-fn row_to_info(
-    row: &rusqlite::Row<'_>,
-) -> rusqlite::Result<(String, Option<String>, String, i64, i64)> {
+/// A `subscriptions` row as read.
+type Row = (
+    String,
+    Option<String>,
+    String,
+    i64,
+    i64,
+    Option<i64>,
+    Option<i64>,
+);
+
+fn row_to_info(row: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
     Ok((
         row.get(0)?,
         row.get(1)?,
         row.get(2)?,
         row.get(3)?,
         row.get(4)?,
+        row.get(5)?,
+        row.get(6)?,
     ))
 }
 
 fn info(
-    (name, category, types, checkpoint, created): (String, Option<String>, String, i64, i64),
+    (name, category, types, checkpoint, created, partitions, timeout): Row,
 ) -> Result<SubscriptionInfo> {
     let types: Vec<String> = serde_json::from_str(&types)
         .map_err(|e| Error::Corrupt(format!("subscription {name:?}: event types: {e}")))?;
@@ -43,33 +54,54 @@ fn info(
         filter,
         checkpoint: checkpoint as u64,
         created_at: Timestamp::from_micros(created),
+        group: GroupSettings::from_columns(partitions, timeout),
     })
 }
 
 impl SqliteStore {
-    /// Inserts the subscription unless one of that name exists.
+    /// Inserts the subscription unless one of that name exists, with a partition row each
+    /// (checkpoint `from`, no owner) for a group.
     pub(crate) async fn create_subscription(
         &self,
         name: &str,
         from: u64,
         filter: &EventFilter,
+        group: Option<GroupSettings>,
     ) -> Result<()> {
         let name = name.to_owned();
         let category = filter.category_name().map(str::to_owned);
         let types = serde_json::to_string(filter.event_types())
             .map_err(|e| Error::InvalidInput(format!("event types not encodable: {e}")))?;
         self.with_reader(move |conn| {
-            conn.prepare_cached(
-                "INSERT INTO subscriptions (name, category, event_types, checkpoint, created_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (name) DO NOTHING",
-            )?
-            .execute(params![
-                name,
-                category,
-                types,
-                from as i64,
-                Timestamp::now().as_micros()
-            ])?;
+            let tx = rusqlite::Transaction::new_unchecked(
+                conn,
+                rusqlite::TransactionBehavior::Immediate,
+            )?;
+            let inserted = tx
+                .prepare_cached(
+                    "INSERT INTO subscriptions (name, category, event_types, checkpoint, \
+                     created_at, partitions, member_timeout_ms) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (name) DO NOTHING",
+                )?
+                .execute(params![
+                    name,
+                    category,
+                    types,
+                    from as i64,
+                    Timestamp::now().as_micros(),
+                    group.map(|g| i64::from(g.partitions)),
+                    group.map(|g| g.timeout_ms()),
+                ])?;
+            if let (1, Some(g)) = (inserted, group) {
+                let mut insert = tx.prepare_cached(
+                    "INSERT INTO subscription_partitions (name, partition, checkpoint) \
+                     VALUES (?1, ?2, ?3)",
+                )?;
+                for p in 0..g.partitions {
+                    insert.execute(params![name, p, from as i64])?;
+                }
+            }
+            tx.commit()?;
             Ok(())
         })
         .await
@@ -79,7 +111,9 @@ impl SqliteStore {
         let name = name.to_owned();
         self.with_reader(move |conn| {
             let row = conn
-                .prepare_cached(SQL_GET)?
+                .prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM subscriptions WHERE name = ?1"
+                ))?
                 .query_row([&name], row_to_info)
                 .optional()?;
             row.map(info).transpose()
@@ -89,7 +123,9 @@ impl SqliteStore {
 
     pub(crate) async fn list_subscriptions(&self) -> Result<Vec<SubscriptionInfo>> {
         self.with_reader(|conn| {
-            let mut stmt = conn.prepare_cached(SQL_LIST)?;
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM subscriptions ORDER BY name"
+            ))?;
             let rows = stmt.query_map([], row_to_info)?;
             rows.map(|r| info(r?)).collect()
         })
@@ -99,9 +135,18 @@ impl SqliteStore {
     pub(crate) async fn delete_subscription(&self, name: &str) -> Result<bool> {
         let name = name.to_owned();
         self.with_reader(move |conn| {
-            let n = conn
+            let tx = rusqlite::Transaction::new_unchecked(
+                conn,
+                rusqlite::TransactionBehavior::Immediate,
+            )?;
+            let n = tx
                 .prepare_cached("DELETE FROM subscriptions WHERE name = ?1")?
                 .execute([&name])?;
+            tx.prepare_cached("DELETE FROM subscription_partitions WHERE name = ?1")?
+                .execute([&name])?;
+            tx.prepare_cached("DELETE FROM subscription_members WHERE name = ?1")?
+                .execute([&name])?;
+            tx.commit()?;
             Ok(n > 0)
         })
         .await

@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `read` | read streams, `$all` and categories; subscribe; consume and acknowledge a persistent subscription |
 //! | `append` | append (`POST /streams/{id}`) |
-//! | `admin` | everything, and create or delete persistent subscriptions |
+//! | `admin` | everything, and create or delete persistent subscriptions, set stream metadata, soft-delete streams |
 //!
 //! A request sends `Authorization: Bearer TOKEN`; a missing or unknown token is 401, a token
 //! without the role 403. A role with no token configured is open. With no token at all the API is
@@ -107,7 +107,7 @@ impl Role {
         match self {
             Role::Read => "read",
             Role::Append => "append",
-            Role::Admin => "manage subscriptions",
+            Role::Admin => "manage subscriptions or streams",
         }
     }
 }

@@ -5,16 +5,18 @@
 //! |-------------------------------------------------|----------------------------------------------|
 //! | `POST /streams/{id}` (`ES-Expected-Version`)    | append: 201 positions, 409 conflict, 400, 413 |
 //! | `GET /streams/{id}?from=&limit=&direction=`     | read one stream forward or backward          |
+//! | `GET`/`PUT /streams/{id}/metadata`, `POST /streams/{id}/delete` | stream metadata, soft delete (admin) |
 //! | `GET /all?from=&limit=&category=&type=`         | read `$all` in position order, filtered      |
 //! | `GET /categories/{c}?from=&limit=&type=`        | read the streams `c` and `c-...`             |
 //! | `GET /all/subscribe?from=&category=&type=` (or `Last-Event-ID`) | live, as server-sent events  |
 //! | `PUT`/`GET`/`DELETE /subscriptions/{name}`, `GET /subscriptions` | persistent subscriptions    |
 //! | `GET /subscriptions/{name}/events`, `POST /subscriptions/{name}/ack` | consume, acknowledge    |
+//! | `GET /subscriptions/{name}/events?member=M`     | consume a consumer group as member `M`       |
 //!
 //! Each request/response route decodes its parameters once and calls its [`api`] function,
 //! whose status, content type and JSON body become the [`Response`]. A subscription is a
-//! [`Store::subscribe`] turned into a streamed body (`sse.rs`): one chunk per batch of ready
-//! events ([`api::sse_frame`] each), a comment line every [`DEFAULT_KEEP_ALIVE`] of silence. The server drops the stream (and with it the
+//! [`Store::subscribe_frames`] turned into a streamed body (`sse.rs`): one chunk per batch of
+//! ready events ([`api::sse_frame`] each, formatted once per live batch for all subscribers), a comment line every [`DEFAULT_KEEP_ALIVE`] of silence. The server drops the stream (and with it the
 //! subscription) as soon as the client closes its socket, and ends it at shutdown.
 
 mod auth;
@@ -199,6 +201,7 @@ pub(crate) fn mount(
             }),
         )
         .on_bad_escape(bad_stream_id);
+    let router = mount_stream_admin(router, &store, &access);
     let s = store.clone();
     let router = router.get(
         "/all",
@@ -242,6 +245,60 @@ pub(crate) fn mount(
         }),
     );
     mount_persistent(router, store, keep_alive, &access)
+}
+
+/// Stream metadata and soft delete: `GET` (read role) and `PUT` (admin) `/streams/{id}/metadata`,
+/// `POST /streams/{id}/delete` (admin; a `POST` to a path of its own, so that a stray `DELETE`
+/// of a stream URL deletes nothing).
+fn mount_stream_admin(router: Router, store: &Store, access: &Arc<Access>) -> Router {
+    let s = store.clone();
+    let router = router
+        .get(
+            "/streams/{id}/metadata",
+            guard(access, Role::Read, move |req: Request| {
+                let store = s.clone();
+                async move {
+                    match stream_param(&req) {
+                        Ok(stream) => into_response(api::stream_metadata(&store, stream).await),
+                        Err(resp) => *resp,
+                    }
+                }
+            }),
+        )
+        .on_bad_escape(bad_stream_id);
+    let s = store.clone();
+    let router = router
+        .route(
+            Method::Put,
+            "/streams/{id}/metadata",
+            guard(access, Role::Admin, move |req: Request| {
+                let store = s.clone();
+                async move {
+                    match stream_param(&req) {
+                        Ok(stream) => into_response(
+                            api::set_stream_metadata(&store, stream, req.body()).await,
+                        ),
+                        Err(resp) => *resp,
+                    }
+                }
+            }),
+        )
+        .on_bad_escape(bad_stream_id);
+    let s = store.clone();
+    router
+        .post(
+            "/streams/{id}/delete",
+            guard(access, Role::Admin, move |req: Request| {
+                let store = s.clone();
+                async move {
+                    match stream_param(&req) {
+                        Ok(stream) => into_response(api::delete_stream(&store, stream).await),
+                        Err(resp) => *resp,
+                    }
+                }
+            }),
+        )
+        .on_bad_escape(bad_stream_id)
 }
 
 /// The persistent-subscription routes: create, list, inspect, delete, consume, acknowledge.
@@ -363,7 +420,7 @@ fn subscribe(store: &Store, req: &Request, keep_alive: Duration) -> Response {
         Err(resp) => return into_response(resp),
     };
     sse_response(
-        store.subscribe(from, filter),
+        store.subscribe_frames(from, filter, api::sse_frame),
         format!("galleon $all from position {from}"),
         keep_alive,
     )
@@ -371,12 +428,45 @@ fn subscribe(store: &Store, req: &Request, keep_alive: Duration) -> Response {
 
 /// `GET /subscriptions/{name}/events`: the persistent subscription's events from its checkpoint
 /// (or past `Last-Event-ID`), as server-sent events; the client acknowledges with
-/// `POST /subscriptions/{name}/ack`.
+/// `POST /subscriptions/{name}/ack`. With `?member=M` (a consumer group): the events of the
+/// partitions member `M` holds, each from its partition's checkpoint.
 async fn consume(store: &Store, req: &Request, keep_alive: Duration) -> Response {
     let name = match path_param(req, "name") {
         Ok(n) => n,
         Err(resp) => return *resp,
     };
+    let query = match query_pairs(req) {
+        Ok(q) => q,
+        Err(resp) => return *resp,
+    };
+    let mut member = None;
+    for (k, v) in &query {
+        match &**k {
+            "member" if member.is_none() => member = Some(&**v),
+            "member" => {
+                return http::json_error(
+                    galleon_http::StatusCode::BAD_REQUEST,
+                    "query member= is given twice",
+                );
+            }
+            other => {
+                return http::json_error(
+                    galleon_http::StatusCode::BAD_REQUEST,
+                    &format!("unknown query parameter {other:?} (this route takes member=)"),
+                );
+            }
+        }
+    }
+    if let Some(member) = member {
+        return match api::consume_group_from(store, name, member).await {
+            Ok((_, sub)) => sse_response(
+                sub.into_frames(api::sse_frame),
+                format!("galleon subscription {name}, consumer group member {member}"),
+                keep_alive,
+            ),
+            Err(resp) => into_response(resp),
+        };
+    }
     let last_event_id = match header(req, LAST_EVENT_ID_HEADER) {
         Ok(v) => v,
         Err(resp) => return *resp,
@@ -386,7 +476,7 @@ async fn consume(store: &Store, req: &Request, keep_alive: Duration) -> Response
         Err(resp) => return into_response(resp),
     };
     sse_response(
-        store.subscribe(from, info.filter),
+        store.subscribe_frames(from, info.filter, api::sse_frame),
         format!("galleon subscription {name} from position {from}"),
         keep_alive,
     )

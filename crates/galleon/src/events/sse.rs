@@ -1,11 +1,12 @@
-//! Server-sent events of a [`Subscription`]: the body of `GET /all/subscribe` and of
-//! `GET /subscriptions/{name}/events`.
+//! Server-sent events of a [`FrameSubscription`]: the body of `GET /all/subscribe` and of
+//! `GET /subscriptions/{name}/events`. The frames come formatted ([`api::sse_frame`]) by the
+//! store's fan-out, once per live batch for all subscribers, so a chunk is shared bytes.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{FutureExt as _, Stream, StreamExt as _};
-use galleon_eventstore::{Subscription, api};
+use galleon_eventstore::{FrameSubscription, api};
 use galleon_http::{Body, BoxError, IoList, Response, StatusCode};
 
 /// Most events sent in one chunk of a subscription when several are ready at once (catching up
@@ -22,7 +23,7 @@ const KEEP_ALIVE_FRAME: &[u8] = b": keep-alive\n\n";
 
 /// The state of one subscription's body stream.
 struct Sse {
-    subscription: Subscription,
+    subscription: FrameSubscription,
     keep_alive: Duration,
     /// Set until the opening comment is sent: what it says.
     opening: Option<String>,
@@ -35,7 +36,7 @@ struct Sse {
 /// after `keep_alive` without one. Ends when the subscription fails, with a comment saying so; an
 /// `EventSource` then reconnects with `Last-Event-ID` and resumes after the last event it got.
 fn sse_stream(
-    subscription: Subscription,
+    subscription: FrameSubscription,
     opening: String,
     keep_alive: Duration,
 ) -> impl Stream<Item = Result<IoList, BoxError>> + Send + 'static {
@@ -66,9 +67,9 @@ fn sse_stream(
         let mut frames = 0;
         loop {
             match item {
-                Some(Ok(event)) => {
-                    chunk.push_bytes(api::sse_frame(&event));
-                    frames += 1;
+                Some(Ok(ready)) => {
+                    chunk.push_bytes(ready.bytes);
+                    frames += ready.events;
                 }
                 Some(Err(e)) => {
                     tracing::warn!(error = %e, "event subscription failed; ending the stream");
@@ -109,7 +110,7 @@ fn one_line(text: &str) -> String {
 /// A `200 text/event-stream` response streaming `subscription`, opening with the comment
 /// `opening` (so the client gets the head at once, before any event).
 pub(super) fn sse_response(
-    subscription: Subscription,
+    subscription: FrameSubscription,
     opening: String,
     keep_alive: Duration,
 ) -> Response {

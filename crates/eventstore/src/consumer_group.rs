@@ -1,0 +1,314 @@
+//! Consumer groups: [`Store::create_group`], [`Store::consume_group`], [`Store::group_status`],
+//! and the member's stream. The rules (partitions, assignment) are in `groups.rs`; the storage
+//! in each backend's `groups.rs`.
+//!
+//! A member's stream is an ordinary filtered [`Subscription`] from the lowest checkpoint of the
+//! partitions it holds, passing on only the events of those partitions, each from its own
+//! checkpoint. Every third of the member timeout (at most [`MAX_HEARTBEAT_INTERVAL`]), while
+//! the stream is polled, it heartbeats:
+//! its hold is renewed, and it learns what it gained or lost. A lost partition's events stop at
+//! once; a gained one is delivered from its checkpoint (the subscription restarts further back
+//! if need be, skipping what it already passed for the partitions it kept). So within one
+//! stream (one partition) events arrive in order, from the last acknowledged one; across
+//! streams they may not. A stream not polled for the member timeout (a dead connection, a client
+//! that stopped reading) loses its partitions to the others; dropping it hands them over at once.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::filter::EventFilter;
+use crate::groups::{GroupSettings, GroupStatus, partition_of};
+use crate::store::{Backend, Store};
+use crate::subscription::Subscription;
+use crate::types::{RecordedEvent, SubscriptionInfo, validate_subscription_name};
+
+/// Wait before retrying a heartbeat that failed on a transient error.
+const BEAT_RETRY: Duration = Duration::from_millis(200);
+
+/// Longest time between a member's heartbeats (otherwise a third of the member timeout): how
+/// soon members notice one joining or leaving, so partitions move between live members within
+/// about two of these. One small transaction per member per interval.
+pub const MAX_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
+
+impl Backend {
+    pub(crate) async fn group_heartbeat(
+        &self,
+        name: &str,
+        member: &str,
+        leave: bool,
+    ) -> Result<Option<Vec<(u32, u64)>>> {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite(s) => s.group_heartbeat(name, member, leave).await,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p.group_heartbeat(name, member, leave).await,
+        }
+    }
+
+    pub(crate) async fn group_state(
+        &self,
+        name: &str,
+    ) -> Result<
+        Option<(
+            Vec<crate::groups::PartitionState>,
+            Vec<crate::groups::MemberState>,
+        )>,
+    > {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite(s) => s.group_state(name).await,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p.group_state(name).await,
+        }
+    }
+
+    pub(crate) async fn ack_partition(
+        &self,
+        name: &str,
+        partition: u32,
+        checkpoint: u64,
+    ) -> Result<Option<u64>> {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite(s) => s.ack_partition(name, partition, checkpoint).await,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p.ack_partition(name, partition, checkpoint).await,
+        }
+    }
+
+    pub(crate) async fn stream_at(&self, position: u64) -> Result<Option<String>> {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite(s) => s.stream_at(position).await,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p.stream_at(position).await,
+        }
+    }
+}
+
+impl Store {
+    /// Creates the persistent subscription `name` as a consumer group: its events (those that
+    /// pass `filter`, from position `from`) are split by stream into `settings.partitions`
+    /// partitions ([`crate::partition_of`]), each delivered to one member at a time, in order,
+    /// with a checkpoint of its own. Consume it with [`Store::consume_group`]; acknowledge with
+    /// [`Store::ack`] (an ack moves the checkpoint of the acknowledged event's partition only).
+    /// Creating it again with the same filter and settings returns it unchanged; with others it
+    /// is [`Error::SubscriptionExists`].
+    pub async fn create_group(
+        &self,
+        name: &str,
+        from: u64,
+        filter: EventFilter,
+        settings: GroupSettings,
+    ) -> Result<SubscriptionInfo> {
+        settings.validate()?;
+        self.create_subscription_as(name, from, filter, Some(settings))
+            .await
+    }
+
+    /// The partitions of group `name` (checkpoint, owner) and its live members.
+    /// [`Error::SubscriptionNotFound`] when there is none, [`Error::InvalidInput`] when `name` is
+    /// a plain subscription.
+    pub async fn group_status(&self, name: &str) -> Result<GroupStatus> {
+        let info = self.subscription_info(name).await?;
+        let settings = info.group.ok_or_else(|| crate::groups::not_a_group(name))?;
+        let (partitions, members) = self
+            .backend()
+            .group_state(name)
+            .await?
+            .ok_or_else(|| Error::SubscriptionNotFound(name.to_owned()))?;
+        Ok(GroupStatus {
+            settings,
+            partitions,
+            members,
+        })
+    }
+
+    /// Consumes group `name` as `member` (a name of the same rules as a subscription's, unique
+    /// among the group's members: a second consumer under one name shares its partitions): the
+    /// events of the partitions it holds, each partition from its checkpoint, in order within a
+    /// partition. The stream heartbeats while polled; one left unpolled for the group's member
+    /// timeout loses its partitions to the other members, and dropping it hands them over at
+    /// once. Delivery is at least once: after a handover the new holder starts at the
+    /// partition's checkpoint. [`Error::InvalidInput`] when `name` is a plain subscription.
+    pub async fn consume_group(
+        &self,
+        name: &str,
+        member: &str,
+    ) -> Result<(SubscriptionInfo, Subscription)> {
+        validate_subscription_name(member)
+            .map_err(|_| Error::InvalidInput(format!(
+                "member name {member:?} must be 1 to {} characters of A-Z, a-z, 0-9, `_`, `-` and `.`",
+                crate::MAX_SUBSCRIPTION_NAME_BYTES
+            )))?;
+        let info = self.subscription_info(name).await?;
+        let settings = info.group.ok_or_else(|| crate::groups::not_a_group(name))?;
+        let now = Instant::now();
+        let state = MemberStream {
+            leave: LeaveOnDrop {
+                store: self.clone(),
+                name: name.to_owned(),
+                member: member.to_owned(),
+            },
+            filter: info.filter.clone(),
+            partitions: settings.partitions,
+            beat_every: (settings.member_timeout / 3).min(MAX_HEARTBEAT_INTERVAL),
+            timeout: settings.member_timeout,
+            owned: HashMap::new(),
+            sub: None,
+            next: 0,
+            next_beat: now,
+            lease_until: now,
+            failed: false,
+        };
+        let stream = futures::stream::unfold(state, MemberStream::step);
+        Ok((info, Subscription::from_stream(stream)))
+    }
+}
+
+/// Gives the member's partitions up when its stream is dropped (a closed connection), so the
+/// others need not wait for its timeout. Best effort: without a runtime, the timeout does it.
+struct LeaveOnDrop {
+    store: Store,
+    name: String,
+    member: String,
+}
+
+impl Drop for LeaveOnDrop {
+    fn drop(&mut self) {
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let (store, name, member) = (
+                self.store.clone(),
+                std::mem::take(&mut self.name),
+                std::mem::take(&mut self.member),
+            );
+            rt.spawn(async move {
+                if let Err(e) = store.backend().group_heartbeat(&name, &member, true).await {
+                    tracing::warn!(error = %e, %name, %member, "leaving a consumer group failed; its partitions move after the member timeout");
+                }
+            });
+        }
+    }
+}
+
+struct MemberStream {
+    leave: LeaveOnDrop,
+    filter: EventFilter,
+    partitions: u32,
+    beat_every: Duration,
+    timeout: Duration,
+    /// The partitions held, each with the position below which its events are not delivered
+    /// (its checkpoint, or where the current subscription already was when it was kept).
+    owned: HashMap<u32, u64>,
+    /// The subscription the events come from; `None` while nothing is held.
+    sub: Option<Subscription>,
+    /// One past the last position `sub` yielded, delivered or not.
+    next: u64,
+    next_beat: Instant,
+    /// The hold is the store's until then (the last successful heartbeat's start + the timeout):
+    /// past it, without a heartbeat, the member stops delivering.
+    lease_until: Instant,
+    failed: bool,
+}
+
+impl MemberStream {
+    async fn step(mut self) -> Option<(Result<RecordedEvent>, MemberStream)> {
+        loop {
+            if self.failed {
+                return None;
+            }
+            if Instant::now() >= self.next_beat {
+                match self.beat().await {
+                    Ok(()) => {}
+                    Err(e) if e.is_transient() => {
+                        tracing::warn!(error = %e, "consumer group heartbeat failed; retrying");
+                        self.next_beat = Instant::now() + BEAT_RETRY.min(self.beat_every);
+                        if Instant::now() >= self.lease_until {
+                            // The others may hold our partitions by now.
+                            self.owned.clear();
+                            self.sub = None;
+                        }
+                    }
+                    Err(e) => {
+                        self.failed = true;
+                        return Some((Err(e), self));
+                    }
+                }
+            }
+            let beat_at = self.next_beat;
+            let Some(sub) = self.sub.as_mut() else {
+                tokio::time::sleep_until(beat_at).await;
+                continue;
+            };
+            tokio::select! {
+                item = sub.next() => match item {
+                    Some(Ok(e)) => {
+                        self.next = e.position + 1;
+                        let p = partition_of(&e.stream_id, self.partitions);
+                        if self.owned.get(&p).is_some_and(|&from| e.position >= from) {
+                            return Some((Ok(e), self));
+                        }
+                    }
+                    Some(Err(e)) => {
+                        self.failed = true;
+                        return Some((Err(e), self));
+                    }
+                    None => return None,
+                },
+                _ = tokio::time::sleep_until(beat_at) => {}
+            }
+        }
+    }
+
+    /// One heartbeat: renews the hold and applies what it gained and lost.
+    async fn beat(&mut self) -> Result<()> {
+        let started = Instant::now();
+        let LeaveOnDrop {
+            store,
+            name,
+            member,
+        } = &self.leave;
+        let held = store
+            .backend()
+            .group_heartbeat(name, member, false)
+            .await?
+            .ok_or_else(|| Error::SubscriptionNotFound(name.clone()))?;
+        self.lease_until = started + self.timeout;
+        self.next_beat = started + self.beat_every;
+        let running = self.sub.is_some();
+        let mut restart = !running;
+        let mut owned = HashMap::with_capacity(held.len());
+        for (p, checkpoint) in held {
+            match self.owned.get(&p) {
+                Some(&from) if running => {
+                    owned.insert(p, from.max(checkpoint));
+                }
+                _ => {
+                    owned.insert(p, checkpoint);
+                    restart |= checkpoint < self.next;
+                }
+            }
+        }
+        if owned.is_empty() {
+            self.sub = None;
+        } else if restart {
+            // What the old subscription passed for the kept partitions is not delivered again.
+            if running {
+                for (p, from) in owned.iter_mut() {
+                    if self.owned.contains_key(p) {
+                        *from = (*from).max(self.next);
+                    }
+                }
+            }
+            let from = owned.values().copied().min().unwrap_or(0);
+            self.sub = Some(store.subscribe(from, self.filter.clone()));
+            self.next = from;
+        }
+        self.owned = owned;
+        Ok(())
+    }
+}
