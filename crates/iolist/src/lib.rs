@@ -38,6 +38,7 @@
 #![forbid(unsafe_code)]
 
 mod escape;
+mod frames;
 mod list;
 mod policy;
 mod write;
@@ -45,6 +46,7 @@ mod write;
 pub use escape::{
     escape_html, escape_html_copy_into, escape_html_into, escape_html_static_into, needs_escape,
 };
+pub use frames::{OwnedFrames, Owners, to_frames};
 pub use list::{CopyBuf, IoList, SegmentKind, Segments};
 pub use policy::{
     DEFAULT_COALESCE_BELOW, DEFAULT_MAX_IOV, IOV_MAX, UnknownPolicy, WritePolicy, WriteStats,
