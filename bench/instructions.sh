@@ -7,6 +7,7 @@
 #
 #   bench/instructions.sh                                   # /blah?iters=10, 4,000 requests
 #   BASELINE=/path/to/older/galleon N=2000 TARGET='/blah?iters=1000' bench/instructions.sh
+#   STATS_OFF=1 HYPER=0 bench/instructions.sh   # galleon with statistics on and off, no hyper
 #
 # Needs valgrind (Debian) and python3; serves on 127.0.0.1:4601 only.
 set -euo pipefail
@@ -16,7 +17,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 2; }
 cargo build --release -q -p galleon
-cargo build --release -q --manifest-path bench/peers/hyper-peer/Cargo.toml
+[ "${HYPER:-1}" = 0 ] || cargo build --release -q --manifest-path bench/peers/hyper-peer/Cargo.toml
 TMP=$(mktemp -d)
 trap 'pkill -f "127.0.0.1:4601" 2>/dev/null || true; rm -rf "$TMP"' EXIT
 target/release/galleon serve --addr 127.0.0.1:4600 --events off 2>/dev/null & pid=$!
@@ -65,8 +66,11 @@ count() {
 }
 
 echo "== $TARGET, $N keep-alive requests, user-space instructions (callgrind), $(date -u +%FT%TZ)"
-count hyper bench/peers/hyper-peer/target/release/hyper-peer 127.0.0.1:4601 "$TMP/body"
+[ "${HYPER:-1}" = 0 ] || count hyper bench/peers/hyper-peer/target/release/hyper-peer 127.0.0.1:4601 "$TMP/body"
 count galleon target/release/galleon serve --site "$ROOT/site" --addr 127.0.0.1:4601 --events off
+if [ -n "${STATS_OFF:-}" ]; then
+    count stats-off target/release/galleon serve --site "$ROOT/site" --addr 127.0.0.1:4601 --events off --stats off
+fi
 if [ -n "${BASELINE:-}" ]; then
     count baseline "$BASELINE" serve --site "$ROOT/site" --addr 127.0.0.1:4601 --events off
 fi

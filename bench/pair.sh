@@ -6,6 +6,7 @@
 #
 #   BASELINE=/path/to/older/galleon bench/pair.sh                 # /blah?iters=10, 15 rounds of 2 s
 #   BASELINE=... ROUNDS=21 DUR=3 TARGET='/blah?iters=1000' bench/pair.sh
+#   OLD_ARGS='--stats off' bench/pair.sh     # one build, statistics on (new) vs off (old)
 #
 # Needs wrk and curl; 127.0.0.1 only. Without BASELINE the older build is this tree's too.
 set -euo pipefail
@@ -22,8 +23,17 @@ TMP=$(mktemp -d)
 PIDS=()
 trap 'kill "${PIDS[@]}" 2>/dev/null || true; rm -rf "$TMP"' EXIT
 wait_port() { for _ in $(seq 1 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; exit 1; }
-"$NEW" serve --addr 127.0.0.1:4301 --events off --trace-endpoint off 2>/dev/null & PIDS+=($!)
-"$OLD" serve --addr 127.0.0.1:4302 --events off --trace-endpoint off 2>/dev/null & PIDS+=($!)
+# A port something else already listens on would be measured instead of ours: refuse.
+for port in 4301 4302 4303; do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+        echo "port $port is taken by another process; stop it first" >&2; exit 1
+    fi
+done
+# NEW_ARGS / OLD_ARGS: extra `serve` flags of either side (word-split on purpose).
+# shellcheck disable=SC2086
+"$NEW" serve --addr 127.0.0.1:4301 --events off --trace-endpoint off ${NEW_ARGS:-} 2>/dev/null & PIDS+=($!)
+# shellcheck disable=SC2086
+"$OLD" serve --addr 127.0.0.1:4302 --events off --trace-endpoint off ${OLD_ARGS:-} 2>/dev/null & PIDS+=($!)
 wait_port 4301; wait_port 4302
 curl -sf "http://127.0.0.1:4301$TARGET" -o "$TMP/body"
 bench/peers/hyper-peer/target/release/hyper-peer 127.0.0.1:4303 "$TMP/body" 2>/dev/null & PIDS+=($!)

@@ -5,14 +5,17 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod assign;
+mod bench;
 mod events;
 mod hops;
+mod html;
 mod offload;
 mod render;
 mod rules;
 mod serve;
 mod site;
 mod static_files;
+mod stats;
 mod templates;
 mod trace;
 mod work;
@@ -39,6 +42,8 @@ enum Command {
     GenRules(rules::generate::Args),
     /// Time one rules match (indexed and by scan) and one deep copy of the set, in-process.
     RulesBench(rules::bench::Args),
+    /// Run the macro benchmark suites and save the run; compare, graph or list saved runs.
+    Bench(bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +55,7 @@ fn main() -> ExitCode {
         Command::Hops(args) => hops::run(args),
         Command::GenRules(args) => rules::generate::run(args),
         Command::RulesBench(args) => rules::bench::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -122,7 +122,13 @@ pub(crate) fn failed(kind: &Kind, e: OffloadError) -> Response {
 }
 
 /// Adds `/seal`, `/hash` and the statistics endpoint to `router`.
-pub(crate) fn mount(router: Router, pool: &Pool, limits: WorkLimits) -> Router {
+/// `/_galleon/offload` answers loopback peers only unless `diagnostics_open`.
+pub(crate) fn mount(
+    router: Router,
+    pool: &Pool,
+    limits: WorkLimits,
+    diagnostics_open: bool,
+) -> Router {
     let seal = (pool.clone(), pool.kind("seal"), Arc::new(AtomicU64::new(0)));
     let hash = (pool.clone(), pool.kind("hash"));
     let stats = pool.clone();
@@ -169,8 +175,11 @@ pub(crate) fn mount(router: Router, pool: &Pool, limits: WorkLimits) -> Router {
         .get(STATS_PATH, move |req: Request| {
             let pool = stats.clone();
             async move {
-                if !req.peer().is_none_or(|p| p.ip().is_loopback()) {
-                    return Response::error(StatusCode(403), "diagnostics answer loopback only");
+                if !diagnostics_open && !req.peer().is_none_or(|p| p.ip().is_loopback()) {
+                    return Response::error(
+                        StatusCode(403),
+                        "diagnostics answer loopback peers only (see --diagnostics-open)",
+                    );
                 }
                 json(&pool.snapshot())
             }
@@ -203,7 +212,7 @@ mod tests {
             ..Config::default()
         })
         .unwrap();
-        let router = mount(Router::new(), &pool, WorkLimits::default());
+        let router = mount(Router::new(), &pool, WorkLimits::default(), false);
         let local = "127.0.0.1:5000";
         let r = router.handle(get("/seal?bytes=1000", local)).await;
         assert_eq!(r.status().0, 200);

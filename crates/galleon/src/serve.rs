@@ -158,6 +158,18 @@ pub(crate) struct Args {
     /// `POST /templates/reload` (loopback only), and a broken version never reaches a client.
     #[arg(long)]
     watch: bool,
+    /// Keep statistics: requests by route, latency and write histograms, connections, served
+    /// at /_galleon (a live page), /_galleon/stats.json and /metrics (Prometheus).
+    #[arg(long, default_value = "on", value_name = "on|off", value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    stats: bool,
+    /// Log one line per request (method, path, status, bytes, µs, write calls) to stderr
+    /// through `tracing` (target `galleon::access`, level info; `RUST_LOG` can also turn it on).
+    #[arg(long)]
+    access_log: bool,
+    /// Let any peer read /_galleon, its stats.json, /metrics and /_galleon/offload, not only
+    /// loopback ones (they show routes, traffic and timings). /_galleon/health is always open.
+    #[arg(long)]
+    diagnostics_open: bool,
     /// The CPU pool (renders, stream chunks, /seal, /hash).
     #[command(flatten)]
     offload: crate::offload::OffloadArgs,
@@ -346,14 +358,24 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         !events.keep_alive.is_zero(),
         "--events-keep-alive must be more than 0 seconds"
     );
-    // Warnings and errors (a failing event store, a broken stream) go to stderr; RUST_LOG overrides.
+    // Warnings and errors (a failing event store, a broken stream) go to stderr, and the access
+    // log when asked for; RUST_LOG overrides.
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    if args.access_log {
+        filter = filter.add_directive(
+            format!("{}=info", crate::stats::ACCESS_TARGET)
+                .parse()
+                .expect("a valid directive"),
+        );
+    }
+    // Colours only on a terminal: a log file or a pipe gets plain text.
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(filter)
         .try_init();
+    let stats = std::sync::Arc::new(crate::stats::Stats::new(args.stats, args.access_log));
 
     let workers = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
@@ -380,10 +402,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     rt.block_on(async move {
         // In the runtime: the rules' SIGHUP handler needs it. Kept until the server stops.
         let (router, _rules) = crate::rules::mount(router, &args.site, &args.rules)?;
-        let router = crate::offload::mount(router, &cpu, work_limits);
+        let router = crate::offload::mount(router, &cpu, work_limits, args.diagnostics_open);
         let _template_watch = watch_templates(&templates)?;
+        let mut events_source = None;
         let router = match crate::events::open(&events).await? {
             Some(store) => {
+                events_source = Some(crate::stats::store_figures(store.clone()));
                 eprintln!(
                     "galleon: event store {} ({}), API {}",
                     crate::events::redact(&events.url),
@@ -407,6 +431,15 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             }
             None => router,
         };
+        let router = crate::stats::mount(
+            router,
+            crate::stats::Diagnostics {
+                stats: stats.clone(),
+                pool: cpu.clone(),
+                events: events_source,
+                open: args.diagnostics_open,
+            },
+        );
         let listener = tokio::net::TcpListener::bind(args.addr)
             .await
             .with_context(|| format!("binding {}", args.addr))?;
@@ -433,6 +466,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             Server::new(router, config)
         };
         let server = server.with_offload(cpu.clone());
+        let server = if args.stats || args.access_log {
+            server.with_observer(stats)
+        } else {
+            server
+        };
         let summary = server
             .serve(listener, async {
                 shutdown_signal().await;

@@ -78,6 +78,7 @@
 mod config;
 mod date;
 mod h1;
+mod observe;
 mod request;
 mod response;
 mod router;
@@ -94,6 +95,7 @@ pub use config::{
 };
 pub use galleon_iolist::{IoList, WritePolicy, WriteStats};
 pub use h1::STREAM_CHUNK_KIND;
+pub use observe::{Exchange, Observer};
 pub use request::{Method, Request, parse_query, percent_decode, query_value, split_query};
 pub use response::{Body, BoxError, ChunkIter, ChunkStream, Response, StatusCode};
 pub use router::{Handler, Reply, ResponseFuture, Router, SyncHandler, sync_handler};

@@ -176,6 +176,11 @@ impl Request {
         &self.0.target
     }
 
+    /// The target as an owned string sharing the request's buffer (no copy).
+    pub(crate) fn target_string(&self) -> bytestring::ByteString {
+        self.0.target.clone()
+    }
+
     /// The query string decoded into `(name, value)` pairs, in order (`+` is a space, `%XX` a
     /// byte; a pair that does not decode to UTF-8 is skipped).
     pub fn query_pairs(&self) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)> {

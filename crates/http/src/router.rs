@@ -191,6 +191,8 @@ type BadEscapeAnswer = Arc<dyn Fn(&Request) -> Response + Send + Sync>;
 struct Route {
     method: Method,
     pattern: Pattern,
+    /// The pattern as written, the route's label for statistics.
+    source: Box<str>,
     handler: Arc<dyn Handler>,
     bad_escape: Option<BadEscapeAnswer>,
 }
@@ -234,7 +236,8 @@ impl fmt::Debug for Router {
 /// `Arc` would be an atomic increment and decrement per request on a count that every worker
 /// thread shares.
 enum Dispatch<'r> {
-    Handler(&'r dyn Handler, Vec<(String, String)>),
+    /// The handler, its parameters and the route's index (`None`: the fallback).
+    Handler(&'r dyn Handler, Vec<(String, String)>, Option<usize>),
     MethodNotAllowed(Vec<Method>),
     BadEscape(Option<&'r BadEscapeAnswer>),
     NotFound,
@@ -252,6 +255,7 @@ impl Router {
         self.routes.push(Route {
             method,
             pattern: Pattern::parse(pattern),
+            source: pattern.into(),
             handler: Arc::new(handler),
             bad_escape: None,
         });
@@ -315,57 +319,74 @@ impl Router {
     /// let resp = rt.block_on(router.handle(Request::new(Method::Post, "/hello", &[], Bytes::new())));
     /// assert_eq!(resp.status().0, 405);
     /// ```
-    pub async fn handle(&self, mut req: Request) -> Response {
+    pub async fn handle(&self, req: Request) -> Response {
+        self.handle_routed(req).await.0
+    }
+
+    /// [`handle`](Self::handle), also saying which route answered: its index for
+    /// [`pattern`](Self::pattern), `None` when none did (the fallback, 404, 405, a bad escape).
+    pub async fn handle_routed(&self, mut req: Request) -> (Response, Option<usize>) {
         if req.path() == "*" {
             // The asterisk form asks about the server as a whole, and only with OPTIONS.
-            return match req.method() {
+            let resp = match req.method() {
                 Method::Options => Response::new(StatusCode::OK, "")
                     .with_header("allow", "GET, HEAD, POST, OPTIONS"),
                 _ => Response::error(StatusCode::BAD_REQUEST, "`*` is a target for OPTIONS only"),
             };
+            return (resp, None);
         }
-        match self.dispatch(req.method(), req.path()) {
-            Dispatch::Handler(h, params) => {
+        let (resp, route) = match self.dispatch(req.method(), req.path()) {
+            Dispatch::Handler(h, params, route) => {
                 req.set_params(params);
                 let r = match std::panic::catch_unwind(AssertUnwindSafe(|| h.call(req))) {
                     Ok(Reply::Ready(resp)) => Ok(resp),
                     Ok(Reply::Later(f)) => AssertUnwindSafe(f).catch_unwind().await,
                     Err(p) => Err(p),
                 };
-                r.unwrap_or_else(|_| {
+                let resp = r.unwrap_or_else(|_| {
                     tracing::error!("handler panicked");
                     Response::error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
-                })
+                });
+                (resp, route)
             }
-            Dispatch::MethodNotAllowed(allowed) => method_not_allowed(&allowed),
-            Dispatch::BadEscape(Some(answer)) => answer(&req),
-            Dispatch::BadEscape(None) => Response::error(
-                StatusCode::BAD_REQUEST,
-                "malformed percent-escape in the path",
+            Dispatch::MethodNotAllowed(allowed) => (method_not_allowed(&allowed), None),
+            Dispatch::BadEscape(Some(answer)) => (answer(&req), None),
+            Dispatch::BadEscape(None) => (
+                Response::error(
+                    StatusCode::BAD_REQUEST,
+                    "malformed percent-escape in the path",
+                ),
+                None,
             ),
-            Dispatch::NotFound => Response::not_found(),
-        }
+            Dispatch::NotFound => (Response::not_found(), None),
+        };
+        (resp, route)
+    }
+
+    /// The pattern of route `index` as it was added (`/streams/{id}`), `None` past the last.
+    pub fn pattern(&self, index: usize) -> Option<&str> {
+        self.routes.get(index).map(|r| &*r.source)
     }
 
     fn dispatch(&self, method: &Method, path: &str) -> Dispatch<'_> {
         let mut allowed = Vec::new();
         let mut head_fallback = None;
-        for r in &self.routes {
+        for (i, r) in self.routes.iter().enumerate() {
             let Some(params) = r.pattern.matches(path) else {
                 continue;
             };
             if r.method == *method {
-                return Dispatch::Handler(&*r.handler, params);
+                return Dispatch::Handler(&*r.handler, params, Some(i));
             }
             if *method == Method::Head && r.method == Method::Get && head_fallback.is_none() {
-                head_fallback = Some((&*r.handler, params));
+                head_fallback = Some((&*r.handler, params, i));
             }
             if !allowed.contains(&r.method) {
                 allowed.push(r.method.clone());
             }
         }
-        if let Some((h, p)) = head_fallback {
-            return Dispatch::Handler(h, p);
+        if let Some((h, p, i)) = head_fallback {
+            return Dispatch::Handler(h, p, Some(i));
         }
         if !allowed.is_empty() {
             if allowed.contains(&Method::Get) && !allowed.contains(&Method::Head) {
@@ -389,7 +410,7 @@ impl Router {
             return Dispatch::BadEscape(route.bad_escape.as_ref());
         }
         match &self.fallback {
-            Some(h) => Dispatch::Handler(&**h, Vec::new()),
+            Some(h) => Dispatch::Handler(&**h, Vec::new(), None),
             None => Dispatch::NotFound,
         }
     }

@@ -90,6 +90,7 @@ impl Server {
                 buffered_body_bytes: AtomicU64::new(0),
                 stopping: AtomicBool::new(false),
                 chunk_pool: None,
+                observer: None,
             }),
         }
     }
@@ -121,6 +122,20 @@ impl Server {
         Server {
             shared: Arc::new(Shared {
                 chunk_pool: Some(crate::h1::ChunkPool::new(pool)),
+                ..shared
+            }),
+        }
+    }
+
+    /// Tells `observer` of every answered request (route, status, time, write calls) and every
+    /// connection opened, ended or refused: what a stats page, metrics or an access log record.
+    /// Without one the server measures nothing.
+    pub fn with_observer(self, observer: Arc<dyn crate::Observer>) -> Server {
+        let shared = Arc::try_unwrap(self.shared)
+            .unwrap_or_else(|_| unreachable!("a server not yet serving has one owner"));
+        Server {
+            shared: Arc::new(Shared {
+                observer: Some(observer),
                 ..shared
             }),
         }
@@ -209,6 +224,9 @@ impl Server {
                         }
                         Err(_) => {
                             summary.refused += 1;
+                            if let Some(o) = &self.shared.observer {
+                                o.refused();
+                            }
                             if let Ok(p) = rejecting.clone().try_acquire_owned() {
                                 tasks.spawn(async move {
                                     refuse(stream).await;

@@ -27,6 +27,7 @@ use super::decode::{
 };
 use super::encode::{Framing, KeepAlive, push_chunk, push_last_chunk, write_head};
 use crate::config::ServerConfig;
+use crate::observe::{Exchange, Observer};
 use crate::request::{Method, Request};
 use crate::response::{BodyKind, ChunkStream, Response, StatusCode};
 use crate::router::Router;
@@ -70,6 +71,8 @@ pub(crate) struct Shared {
     pub(crate) buffered_body_bytes: AtomicU64,
     /// Where streamed bodies' chunks are computed; `None`: tokio's blocking pool.
     pub(crate) chunk_pool: Option<ChunkPool>,
+    /// Told of every answered request and every connection; `None`: nothing is measured.
+    pub(crate) observer: Option<Arc<dyn Observer>>,
 }
 
 impl Shared {
@@ -104,6 +107,20 @@ struct Conn {
     shared: Arc<Shared>,
     /// Bytes of the server's request-body budget the current request holds.
     body_held: u64,
+    /// The last response's status and write calls (for the observer).
+    last_status: u16,
+    last_writes: WriteStats,
+}
+
+/// Tells the observer a connection ended, however its task ends (also when aborted).
+struct Closed(Option<Arc<dyn Observer>>);
+
+impl Drop for Closed {
+    fn drop(&mut self) {
+        if let Some(o) = &self.0 {
+            o.connection(false);
+        }
+    }
 }
 
 /// Serves one connection until it closes, the client misbehaves, or the server shuts down.
@@ -128,6 +145,10 @@ pub(crate) async fn serve_connection(
         sink = Some(s);
     }
     let first_deadline = Instant::now() + shared.config.limits.header_read_timeout;
+    if let Some(o) = &shared.observer {
+        o.connection(true);
+    }
+    let _closed = Closed(shared.observer.clone());
     let mut conn = Conn {
         timer: Box::pin(sleep_until(first_deadline)),
         stop,
@@ -140,6 +161,8 @@ pub(crate) async fn serve_connection(
         sink,
         shared,
         body_held: 0,
+        last_status: 0,
+        last_writes: WriteStats::default(),
     };
     // Registers the stop future's wake-up with this task once; idle waits then check the
     // `stopping` flag when woken instead of polling the future (a lock) every time.
@@ -196,6 +219,14 @@ impl Conn {
                 Err(f) => return self.fail(f).await,
             };
             first = false;
+            // What the observer is told, taken before the handler owns the request.
+            let observed = self.shared.observer.as_ref().map(|o| {
+                (
+                    std::time::Instant::now(),
+                    req.method().clone(),
+                    o.wants_target().then(|| req.target_string()),
+                )
+            });
             let mut req = req;
             // The body's share of the server's budget is held until its response is written.
             match self.read_body(&req).await {
@@ -225,7 +256,15 @@ impl Conn {
                 .policy_header
                 .and_then(|h| req.header_str(h))
                 .and_then(|v| v.trim().parse::<WritePolicy>().ok());
-            let mut resp = self.shared.router.handle(req).await;
+            // A span per request for subscribers that want one (`RUST_LOG=galleon_http=debug`);
+            // disabled, it is one cached interest check.
+            let span = tracing::debug_span!(
+                "request",
+                method = req.method().as_str(),
+                target = req.target()
+            );
+            let routed = self.shared.router.handle_routed(req);
+            let (mut resp, route) = tracing::Instrument::instrument(routed, span).await;
             if let Some(p) = asked {
                 resp = resp.with_policy(p);
             }
@@ -234,6 +273,19 @@ impl Conn {
                 .write_response(resp, head_only, minor, keep, token, label)
                 .await;
             self.release_body_budget();
+            if let (Some(o), Some((started, method, target))) = (&self.shared.observer, observed) {
+                o.exchange(&Exchange {
+                    method: method.as_str(),
+                    target: target.as_deref().unwrap_or(""),
+                    route: route.and_then(|i| self.shared.router.pattern(i)),
+                    route_index: route,
+                    status: self.last_status,
+                    elapsed: started.elapsed(),
+                    writes: self.last_writes,
+                    completed: written.is_ok(),
+                    peer: self.peer,
+                });
+            }
             match written {
                 Ok(true) => {}
                 Ok(false) => return self.linger().await,
@@ -421,7 +473,23 @@ impl Conn {
         }
         let t = self.shared.config.limits.write_timeout;
         self.writer.set_policy(self.shared.config.write_policy);
-        if let Ok(Ok(())) = timeout(t, self.writer.write_all_async(&mut self.stream, &msg)).await {
+        let _ = self.writer.take_stats();
+        let started = std::time::Instant::now();
+        let sent = timeout(t, self.writer.write_all_async(&mut self.stream, &msg)).await;
+        if let Some(o) = &self.shared.observer {
+            o.exchange(&Exchange {
+                method: "-",
+                target: "",
+                route: None,
+                route_index: None,
+                status: status.0,
+                elapsed: started.elapsed(),
+                writes: self.writer.take_stats(),
+                completed: matches!(sent, Ok(Ok(()))),
+                peer: self.peer,
+            });
+        }
+        if let Ok(Ok(())) = sent {
             self.linger().await;
         }
     }
@@ -513,11 +581,13 @@ impl Conn {
             }
         };
         self.msg.clear();
+        self.last_status = status.0;
+        self.last_writes = self.writer.take_stats();
+        self.last_writes += extra;
         if tracing_this && let (Some(token), Some(sink)) = (token, &self.sink) {
             let trace = sink.lock().unwrap_or_else(|p| p.into_inner()).take();
             if let Some(mut trace) = trace {
-                trace.stats = self.writer.take_stats();
-                trace.stats += extra;
+                trace.stats = self.last_writes;
                 if let Some(traces) = &self.shared.traces {
                     traces.put(token, trace);
                 }

@@ -48,11 +48,30 @@ impl TestServer {
         Self::start_on(router, config, traces, 512)
     }
 
+    /// Starts a server that reports to `observer`.
+    pub fn start_observed(
+        router: Router,
+        config: ServerConfig,
+        observer: Arc<dyn galleon_http::Observer>,
+    ) -> TestServer {
+        Self::start_full(router, config, None, 512, Some(observer))
+    }
+
     fn start_on(
         router: Router,
         config: ServerConfig,
         traces: Option<TraceStore>,
         blocking_threads: usize,
+    ) -> TestServer {
+        Self::start_full(router, config, traces, blocking_threads, None)
+    }
+
+    fn start_full(
+        router: Router,
+        config: ServerConfig,
+        traces: Option<TraceStore>,
+        blocking_threads: usize,
+        observer: Option<Arc<dyn galleon_http::Observer>>,
     ) -> TestServer {
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -69,6 +88,10 @@ impl TestServer {
                 let server = Server::new(router, config);
                 let server = match traces {
                     Some(t) => server.with_traces(t),
+                    None => server,
+                };
+                let server = match observer {
+                    Some(o) => server.with_observer(o),
                     None => server,
                 };
                 server

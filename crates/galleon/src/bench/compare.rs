@@ -1,0 +1,334 @@
+//! `galleon bench compare [A B]`: run B against run A, benchmark by benchmark, like
+//! Benchfella's `bench.cmp`: the ratio B/A, which way is better, sorted from the biggest
+//! improvement to the biggest regression, with the rows whose difference is inside either run's
+//! noise marked, and a loud warning when the runs were measured on different machines.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::measure::{Benchmark, fmt_value};
+use super::runs::Saved;
+
+/// One benchmark present in both runs.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Row {
+    /// `suite/name`.
+    pub(crate) key: String,
+    /// Its unit.
+    pub(crate) unit: String,
+    /// True when smaller is better.
+    pub(crate) lower_is_better: bool,
+    /// A's median.
+    pub(crate) a: f64,
+    /// B's median.
+    pub(crate) b: f64,
+    /// B / A.
+    pub(crate) ratio: f64,
+    /// How much better B is than A, oriented: above 1 better, below 1 worse (A/B for times,
+    /// B/A for rates).
+    pub(crate) gain: f64,
+    /// The larger of the two runs' noise figures for it.
+    pub(crate) noise: f64,
+    /// The difference is no larger than that noise: not a change one can claim.
+    pub(crate) in_noise: bool,
+}
+
+/// The comparison of two runs.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Comparison {
+    /// Benchmarks in both runs, from the biggest improvement to the biggest regression.
+    pub(crate) rows: Vec<Row>,
+    /// Keys (`suite/name [unit]`) only in A.
+    pub(crate) only_a: Vec<String>,
+    /// Keys only in B.
+    pub(crate) only_b: Vec<String>,
+    /// How the machines differ, when they do.
+    pub(crate) machines: Option<String>,
+}
+
+/// B/A, with 0/0 as 1 and x/0 as infinity.
+pub(crate) fn ratio(a: f64, b: f64) -> f64 {
+    if a == 0.0 {
+        if b == 0.0 { 1.0 } else { f64::INFINITY }
+    } else {
+        b / a
+    }
+}
+
+/// One row from the two runs' figures for a benchmark.
+pub(crate) fn row(a: &Benchmark, b: &Benchmark) -> Row {
+    let r = ratio(a.median, b.median);
+    let gain = if a.lower_is_better {
+        ratio(b.median, a.median)
+    } else {
+        r
+    };
+    let noise = a.noise.max(b.noise);
+    Row {
+        key: a.key(),
+        unit: a.unit.clone(),
+        lower_is_better: a.lower_is_better,
+        a: a.median,
+        b: b.median,
+        ratio: r,
+        gain,
+        noise,
+        in_noise: (r - 1.0).abs() <= noise,
+    }
+}
+
+/// Compares `b` with `a`. A benchmark is the same in both when suite, name and unit match.
+pub(crate) fn compare(a: &Saved, b: &Saved) -> Comparison {
+    let index = |s: &Saved| -> BTreeMap<String, Benchmark> {
+        s.run
+            .benchmarks
+            .iter()
+            .map(|x| (format!("{} [{}]", x.key(), x.unit), x.clone()))
+            .collect()
+    };
+    let (ia, ib) = (index(a), index(b));
+    let mut rows: Vec<Row> = ia
+        .iter()
+        .filter_map(|(k, x)| ib.get(k).map(|y| row(x, y)))
+        .collect();
+    rows.sort_by(|x, y| y.gain.total_cmp(&x.gain).then_with(|| x.key.cmp(&y.key)));
+    Comparison {
+        rows,
+        only_a: ia
+            .keys()
+            .filter(|k| !ib.contains_key(*k))
+            .cloned()
+            .collect(),
+        only_b: ib
+            .keys()
+            .filter(|k| !ia.contains_key(*k))
+            .cloned()
+            .collect(),
+        machines: a.run.machine.differs(&b.run.machine),
+    }
+}
+
+/// The verdict column: `1.23x better`, `1.23x worse`, `~ same`.
+fn verdict(r: &Row) -> String {
+    let how = if r.gain == 1.0 {
+        "same".to_owned()
+    } else if r.gain > 1.0 {
+        format!("{:.2}x better", r.gain)
+    } else {
+        format!("{:.2}x worse", 1.0 / r.gain)
+    };
+    if r.in_noise {
+        format!("~ {how}, inside noise (spread {:.0}%)", r.noise * 100.0)
+    } else {
+        how
+    }
+}
+
+/// The warning printed (to stderr and atop the table) when the machines differ.
+pub(crate) fn machine_warning(diff: &str) -> String {
+    format!(
+        "WARNING: these runs come from DIFFERENT MACHINES ({diff}): the ratios compare the \
+         machines as much as the code"
+    )
+}
+
+/// The comparison as text: a header naming both runs, the table, then the one-sided lists.
+pub(crate) fn render(a: &Saved, b: &Saved, c: &Comparison) -> String {
+    let mut s = String::new();
+    for (tag, x) in [("A", a), ("B", b)] {
+        let load = |l: &[f64]| l.first().map_or("?".to_owned(), |v| format!("{v:.2}"));
+        let _ = writeln!(
+            s,
+            "{tag}: {} {}{} ({}; load {} -> {}; {})",
+            x.run.date,
+            x.run.short_commit(),
+            if x.run.quick { " quick" } else { "" },
+            x.run.machine.summary(),
+            load(&x.run.load_start),
+            load(&x.run.load_end),
+            x.path.display()
+        );
+    }
+    if let Some(diff) = &c.machines {
+        let _ = writeln!(s, "\n!!! {} !!!", machine_warning(diff));
+    }
+    let _ = writeln!(s);
+    let kw = c.rows.iter().map(|r| r.key.len()).max().unwrap_or(9).max(9);
+    let uw = c
+        .rows
+        .iter()
+        .map(|r| r.unit.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let _ = writeln!(
+        s,
+        "{:<kw$}  {:<uw$}  {:>10}  {:>10}  {:>6}  change (B vs A)",
+        "benchmark", "unit", "A", "B", "B/A"
+    );
+    for r in &c.rows {
+        let _ = writeln!(
+            s,
+            "{:<kw$}  {:<uw$}  {:>10}  {:>10}  {:>6.3}  {}",
+            r.key,
+            r.unit,
+            fmt_value(r.a),
+            fmt_value(r.b),
+            r.ratio,
+            verdict(r)
+        );
+    }
+    if c.rows.is_empty() {
+        let _ = writeln!(s, "(no benchmark is in both runs)");
+    }
+    let inside = c.rows.iter().filter(|r| r.in_noise).count();
+    let _ = writeln!(
+        s,
+        "\n{} benchmarks in both runs; {inside} marked ~: the change is inside the run-to-run \
+         noise (the larger relative spread of their rounds in A or B).",
+        c.rows.len()
+    );
+    for (tag, list) in [("only in A", &c.only_a), ("only in B", &c.only_b)] {
+        if !list.is_empty() {
+            let _ = writeln!(s, "\n{tag}:");
+            for k in list {
+                let _ = writeln!(s, "  {k}");
+            }
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::measure::{median, noise};
+    use crate::bench::runs::{Machine, Run};
+
+    fn bench(name: &str, lower: bool, rounds: &[f64]) -> Benchmark {
+        Benchmark {
+            suite: "s".into(),
+            name: name.into(),
+            unit: if lower { "us".into() } else { "req/s".into() },
+            lower_is_better: lower,
+            rounds: rounds.to_vec(),
+            median: median(rounds),
+            noise: noise(rounds),
+        }
+    }
+
+    fn saved(cpu: &str, benches: Vec<Benchmark>) -> Saved {
+        Saved {
+            path: "x.json".into(),
+            run: Run {
+                format: 1,
+                date: "2026-11-26T08:00:00Z".into(),
+                commit: "abc".into(),
+                dirty: false,
+                machine: Machine {
+                    cpu_model: cpu.into(),
+                    cores: 2,
+                    kernel: "k".into(),
+                },
+                load_start: vec![],
+                load_end: vec![],
+                quick: false,
+                seconds: 1.0,
+                suites: vec!["s".into()],
+                benchmarks: benches,
+                skipped: vec![],
+            },
+        }
+    }
+
+    #[test]
+    fn ratio_is_b_over_a_and_gain_is_oriented() {
+        // A time that halved: B/A = 0.5, twice as good.
+        let r = row(
+            &bench("t", true, &[10.0, 10.0, 10.0]),
+            &bench("t", true, &[5.0, 5.0, 5.0]),
+        );
+        assert_eq!((r.ratio, r.gain), (0.5, 2.0));
+        // A rate that halved: B/A = 0.5, twice as bad.
+        let r = row(
+            &bench("r", false, &[10.0, 10.0, 10.0]),
+            &bench("r", false, &[5.0, 5.0, 5.0]),
+        );
+        assert_eq!((r.ratio, r.gain), (0.5, 0.5));
+        assert_eq!(ratio(0.0, 0.0), 1.0);
+        assert!(ratio(0.0, 1.0).is_infinite());
+    }
+
+    #[test]
+    fn a_change_inside_either_runs_spread_is_marked_as_noise() {
+        // A spreads 20% (9..11); B is 5% slower: inside.
+        let r = row(
+            &bench("t", true, &[9.0, 10.0, 11.0]),
+            &bench("t", true, &[10.5, 10.5, 10.5]),
+        );
+        assert!(r.in_noise);
+        // Both tight (1%); 30% slower: outside.
+        let r = row(
+            &bench("t", true, &[9.95, 10.0, 10.05]),
+            &bench("t", true, &[13.0, 13.0, 13.0]),
+        );
+        assert!(!r.in_noise);
+        // Only B is noisy (40%); 10% better: inside.
+        let r = row(
+            &bench("t", true, &[10.0, 10.0, 10.0]),
+            &bench("t", true, &[7.0, 9.0, 11.0]),
+        );
+        assert!(r.in_noise);
+        assert!(verdict(&r).contains("inside noise"));
+    }
+
+    #[test]
+    fn rows_go_from_best_to_worst_and_one_sided_ones_are_listed() {
+        let a = saved(
+            "cpu",
+            vec![
+                bench("slower", true, &[10.0]),
+                bench("faster", true, &[10.0]),
+                bench("more-req", false, &[100.0]),
+                bench("gone", true, &[1.0]),
+            ],
+        );
+        let b = saved(
+            "cpu",
+            vec![
+                bench("slower", true, &[20.0]),
+                bench("faster", true, &[8.0]),
+                bench("more-req", false, &[300.0]),
+                bench("new", true, &[1.0]),
+            ],
+        );
+        let c = compare(&a, &b);
+        let keys: Vec<&str> = c.rows.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(keys, ["s/more-req", "s/faster", "s/slower"]);
+        assert_eq!(c.only_a, ["s/gone [us]"]);
+        assert_eq!(c.only_b, ["s/new [us]"]);
+        assert_eq!(c.machines, None);
+        let text = render(&a, &b, &c);
+        assert!(text.contains("3.00x better"), "{text}");
+        assert!(text.contains("2.00x worse"), "{text}");
+        assert!(text.contains("only in A:\n  s/gone [us]"), "{text}");
+    }
+
+    #[test]
+    fn different_machines_are_named_loudly() {
+        let a = saved("AMD EPYC", vec![bench("t", true, &[1.0])]);
+        let b = saved("Intel Xeon", vec![bench("t", true, &[1.0])]);
+        let c = compare(&a, &b);
+        assert!(c.machines.as_deref().unwrap().contains("Intel Xeon"));
+        assert!(render(&a, &b, &c).contains("DIFFERENT MACHINES"));
+    }
+
+    #[test]
+    fn same_name_with_another_unit_is_another_benchmark() {
+        let a = saved("c", vec![bench("t", true, &[1.0])]);
+        let b = saved("c", vec![bench("t", false, &[1.0])]);
+        let c = compare(&a, &b);
+        assert!(c.rows.is_empty());
+        assert_eq!((c.only_a.len(), c.only_b.len()), (1, 1));
+    }
+}
