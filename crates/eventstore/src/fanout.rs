@@ -47,6 +47,13 @@ use crate::types::RecordedEvent;
 /// memory small.
 pub const SUBSCRIPTION_BATCH: usize = 500;
 
+/// Most events the tailer reads per query: after a full read (it is behind: a burst of appends)
+/// it doubles its read, from [`SUBSCRIPTION_BATCH`] up to this, and goes back to
+/// [`SUBSCRIPTION_BATCH`] after a short one. Each read is a round trip that waits its turn behind
+/// every subscriber task on the runtime, so under load the feed's rate is events per read times
+/// reads per second; larger reads when behind raised it (bench/results/eventstore-consumers.txt).
+pub const TAIL_BATCH_MAX: usize = 4 * SUBSCRIPTION_BATCH;
+
 /// How often the tailer re-reads `$all` even without a wake-up. Wake-ups (in-process after
 /// local appends, NOTIFY from other processes) are the fast path; this bounds the delay when
 /// one is lost: a dropped LISTEN connection, a write by another process to the same SQLite
@@ -58,8 +65,8 @@ pub const SUBSCRIPTION_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// subscriber_buffer`, `galleon serve --events-subscriber-buffer`). A subscriber further behind
 /// than this reads the store itself until it has caught up. A guess: under load a batch holds
 /// one burst of appends, so 128 batches is seconds of lag at thousands of appends/s, and at most
-/// 128 x [`SUBSCRIPTION_BATCH`] events (~30 MB of typical events) are held however many
-/// subscribers there are.
+/// 128 x [`TAIL_BATCH_MAX`] events (~120 MB of typical events; ~30 MB unless the tailer is
+/// behind) are held however many subscribers there are.
 pub const DEFAULT_SUBSCRIBER_BUFFER: usize = 128;
 
 /// Largest `subscriber_buffer` accepted: the ring is allocated whole when the tailer starts.
@@ -168,6 +175,8 @@ pub struct FanoutStats {
     pub live_subscribers: usize,
     /// Batches the tailer published since the store was opened.
     pub batches_published: u64,
+    /// Events in those batches.
+    pub events_published: u64,
     /// Times a subscriber fell more than the buffer behind and went back to reading the store.
     pub lagged: u64,
     /// Reads of the store by subscribers themselves (catching up, lagged, or joining).
@@ -180,6 +189,7 @@ pub(crate) struct Hub {
     capacity: usize,
     state: Mutex<HubState>,
     published: AtomicU64,
+    events_published: AtomicU64,
     lagged: AtomicU64,
     subscriber_reads: AtomicU64,
     /// Subscriptions open now (see [`SubscriberGuard`]).
@@ -294,6 +304,7 @@ impl Hub {
             capacity: capacity.clamp(1, MAX_SUBSCRIBER_BUFFER),
             state: Mutex::new(HubState::default()),
             published: AtomicU64::new(0),
+            events_published: AtomicU64::new(0),
             lagged: AtomicU64::new(0),
             subscriber_reads: AtomicU64::new(0),
             subscribers: AtomicUsize::new(0),
@@ -335,6 +346,7 @@ impl Hub {
         FanoutStats {
             live_subscribers: live,
             batches_published: self.published.load(Ordering::Relaxed),
+            events_published: self.events_published.load(Ordering::Relaxed),
             lagged: self.lagged.load(Ordering::Relaxed),
             subscriber_reads: self.subscriber_reads.load(Ordering::Relaxed),
         }
@@ -375,6 +387,7 @@ async fn tail(hub: Arc<Hub>, tx: broadcast::Sender<Feed>, mut cursor: u64) {
     let mut wake = hub.source.wake();
     let all = EventFilter::all();
     let mut retry = RETRY_MIN;
+    let mut want = SUBSCRIPTION_BATCH;
     loop {
         let whole_feed_only = {
             let mut st = hub.lock();
@@ -399,16 +412,22 @@ async fn tail(hub: Arc<Hub>, tx: broadcast::Sender<Feed>, mut cursor: u64) {
         // Mark the wake-up seen *before* reading, so an append that commits after the read
         // started still wakes the wait below.
         wake.borrow_and_update();
-        match hub.source.read(cursor, SUBSCRIPTION_BATCH, &all).await {
+        match hub.source.read(cursor, want, &all).await {
             Ok(events) => {
                 retry = RETRY_MIN;
-                let full = events.len() == SUBSCRIPTION_BATCH;
+                let full = events.len() == want;
+                want = if full {
+                    (want * 2).min(TAIL_BATCH_MAX)
+                } else {
+                    SUBSCRIPTION_BATCH
+                };
                 if let Some(last) = events.last() {
                     let to = last.position + 1;
                     let lag = Timestamp::now().as_micros() - last.recorded_at.as_micros();
                     hub.lag_micros
                         .store(u64::try_from(lag).unwrap_or(0), Ordering::Relaxed);
                     hub.watermark.store(to, Ordering::Relaxed);
+                    let count = events.len() as u64;
                     let batch = Arc::new(Batch::new(cursor, to, events));
                     cursor = to;
                     let mut st = hub.lock();
@@ -417,6 +436,7 @@ async fn tail(hub: Arc<Hub>, tx: broadcast::Sender<Feed>, mut cursor: u64) {
                     // No receiver left is not an error: the check above ends the loop.
                     let _ = tx.send(Feed::Events(batch));
                     hub.published.fetch_add(1, Ordering::Relaxed);
+                    hub.events_published.fetch_add(count, Ordering::Relaxed);
                 }
                 if full {
                     continue;

@@ -125,7 +125,7 @@ pub use error::{Error, Result};
 pub use expected::BadExpectedVersion;
 pub use fanout::{
     DEFAULT_SUBSCRIBER_BUFFER, FanoutStats, FrameFormat, MAX_SUBSCRIBER_BUFFER, SUBSCRIPTION_BATCH,
-    SUBSCRIPTION_POLL_INTERVAL,
+    SUBSCRIPTION_POLL_INTERVAL, TAIL_BATCH_MAX,
 };
 pub use filter::{EventFilter, MAX_FILTER_TYPES, category_of};
 pub use groups::{

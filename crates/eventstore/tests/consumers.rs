@@ -7,7 +7,8 @@ mod support;
 use std::collections::HashSet;
 
 use galleon_eventstore::{
-    EventFilter, ExpectedVersion, OpenOptions, RecordedEvent, Timestamp, category_of,
+    EventFilter, ExpectedVersion, OpenOptions, RecordedEvent, SUBSCRIPTION_BATCH, TAIL_BATCH_MAX,
+    Timestamp, category_of,
 };
 use support::{Ctx, all_events, collect, event};
 use uuid::Uuid;
@@ -27,6 +28,7 @@ fn tiny_buffer() -> OpenOptions {
 on_both_backends!(super::tiny_buffer(); check_a_slow_subscriber_catches_up_and_rejoins);
 on_both_backends!(galleon_eventstore::OpenOptions::default();
     check_subscribers_share_one_reader,
+    check_a_tailer_behind_reads_larger_batches,
     check_filters_match_a_model,
     check_every_event_has_recorded_at,
 );
@@ -109,6 +111,37 @@ async fn check_subscribers_share_one_reader(ctx: Ctx) {
         "live subscribers read nothing themselves"
     );
     drop(subs);
+}
+
+/// An append larger than one read leaves the one reader behind: it doubles each full read (500,
+/// 1,000, 2,000 events) instead of taking 500 at a time, so the feed keeps up with bursts;
+/// subscribers still get every event once, in order.
+async fn check_a_tailer_behind_reads_larger_batches(ctx: Ctx) {
+    const BURST: usize = SUBSCRIPTION_BATCH * 7;
+    let s = &ctx.store;
+    let mut sub = s.subscribe_all(0);
+    s.append("burst-0", ExpectedVersion::Any, vec![event("T", 0)])
+        .await
+        .unwrap();
+    collect(&mut sub, 1).await;
+    let before = s.fanout_stats();
+    let events: Vec<_> = (1..=BURST).map(|i| event("T", i)).collect();
+    let written: Vec<Uuid> = events.iter().map(|e| e.id).collect();
+    s.append("burst-1", ExpectedVersion::Any, events)
+        .await
+        .unwrap();
+    assert_eq!(ids(&collect(&mut sub, BURST).await), written);
+    let after = s.fanout_stats();
+    assert_eq!(
+        after.events_published - before.events_published,
+        BURST as u64
+    );
+    assert_eq!(
+        after.batches_published - before.batches_published,
+        3,
+        "reads of 500, 1,000 and 2,000 events: {after:?}"
+    );
+    const { assert!(TAIL_BATCH_MAX >= 4 * SUBSCRIPTION_BATCH) };
 }
 
 /// Streams in categories that share prefixes, several types, appends before and after the
