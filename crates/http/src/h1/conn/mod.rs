@@ -3,7 +3,6 @@
 //! simply wait in the read buffer.
 
 use std::future::Future;
-use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::pin::Pin;
@@ -12,29 +11,28 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
+use futures::FutureExt;
 use futures::future::{BoxFuture, Fuse};
-use futures::{FutureExt, StreamExt};
 use galleon_iolist::{IoList, IoWriter, WritePolicy, WriteStats};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep, sleep_until, timeout, timeout_at};
 
-use super::chunks::{ChunkPool, offload_iter};
+mod respond;
+
+use super::chunks::ChunkPool;
 use super::decode::{
     BodyFraming, ChunkProgress, ChunkedDecoder, HeadError, Refusal, body_framing, check_host,
     expects_continue, parse_head, wants_keep_alive,
 };
-use super::encode::{Framing, KeepAlive, push_chunk, push_last_chunk, write_head};
+use super::encode::{Framing, KeepAlive, write_head};
 use crate::config::ServerConfig;
 use crate::observe::{Exchange, Observer};
 use crate::request::{Method, Request};
-use crate::response::{BodyKind, ChunkStream, Response, StatusCode};
+use crate::response::{BodyKind, Response, StatusCode};
 use crate::router::Router;
-use crate::trace::{
-    ConnTracer, ResponseTrace, Syscall, TRACE_HEADER, TraceStore, WriteRecord, collect, log_record,
-    valid_token,
-};
+use crate::trace::{ConnTracer, ResponseTrace, TRACE_HEADER, TraceStore, valid_token};
 
 /// Initial read buffer per connection: 8 KiB, hyper's `INIT_BUFFER_SIZE`; a typical request head
 /// is 200-800 bytes, so pipelined requests fit several to a read.
@@ -48,11 +46,6 @@ const BODY_READ_CHUNK: usize = 64 * 1024;
 /// drained for up to this long, so the kernel does not answer them with a reset that destroys
 /// the response before the client reads it (what hyper and nginx's `lingering_close` do).
 const LINGER_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// Bytes of a file sent under one write timeout: a download is cut only when it stops moving
-/// (less than 1 MiB per `write_timeout`, 17 KB/s at the default 60 s), not when the whole file
-/// takes longer than the timeout.
-const FILE_PROGRESS_SLICE: u64 = 1024 * 1024;
 
 /// Most bytes drained while lingering (nginx drains without a byte limit but with a 5 s timer;
 /// 256 KiB is a large unread body's worth on loopback).
@@ -509,237 +502,6 @@ impl Conn {
                 _ => return,
             }
         }
-    }
-
-    /// Writes one response. Returns whether the connection stays open.
-    #[allow(clippy::too_many_arguments)]
-    async fn write_response(
-        &mut self,
-        resp: Response,
-        head_only: bool,
-        minor: u8,
-        keep: bool,
-        token: Option<String>,
-        label: Option<String>,
-    ) -> io::Result<bool> {
-        let parts = resp.into_parts();
-        let status = parts.status;
-        self.writer
-            .set_policy(parts.policy.unwrap_or(self.shared.config.write_policy));
-        let _ = self.writer.take_stats();
-        let tracing_this = match (&token, &self.sink) {
-            (Some(_), Some(sink)) => {
-                *sink.lock().unwrap_or_else(|p| p.into_inner()) = Some(ResponseTrace {
-                    request: format!("{} -> {}", label.unwrap_or_default(), status.0),
-                    ..ResponseTrace::default()
-                });
-                true
-            }
-            _ => false,
-        };
-        let mut keep = keep;
-        let framing = if status.is_bodiless() {
-            Framing::None
-        } else {
-            match &parts.body.kind {
-                BodyKind::Full(l) => Framing::Length(l.len() as u64),
-                BodyKind::File(_, _, n) => Framing::Length(*n),
-                BodyKind::Stream(_) | BodyKind::Iter(_) if minor >= 1 => Framing::Chunked,
-                BodyKind::Stream(_) | BodyKind::Iter(_) => {
-                    keep = false;
-                    Framing::Close
-                }
-            }
-        };
-        let ka = match (keep, minor) {
-            (false, _) => KeepAlive::Close,
-            (true, 0) => KeepAlive::KeepAlive10,
-            (true, _) => KeepAlive::Default,
-        };
-        self.msg.clear();
-        write_head(&mut self.msg, status, &parts.headers, framing, ka);
-        let send_body = !head_only && framing != Framing::None;
-        let mut extra = WriteStats::default();
-        let result = if !send_body {
-            self.write_msg().await
-        } else {
-            match parts.body.kind {
-                BodyKind::Full(ref list) => self.write_msg_and(list).await,
-                BodyKind::File(file, offset, len) => match self.write_msg().await {
-                    Ok(()) => self.write_file(&file, offset, len, &mut extra).await,
-                    Err(e) => Err(e),
-                },
-                BodyKind::Iter(it) => {
-                    let chunks = offload_iter(it, self.shared.chunk_pool.as_ref());
-                    self.write_chunks(chunks, false, framing == Framing::Chunked)
-                        .await
-                }
-                BodyKind::Stream(s) => {
-                    self.write_chunks(s, true, framing == Framing::Chunked)
-                        .await
-                }
-            }
-        };
-        self.msg.clear();
-        self.last_status = status.0;
-        self.last_writes = self.writer.take_stats();
-        self.last_writes += extra;
-        if tracing_this && let (Some(token), Some(sink)) = (token, &self.sink) {
-            let trace = sink.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let Some(mut trace) = trace {
-                trace.stats = self.last_writes;
-                if let Some(traces) = &self.shared.traces {
-                    traces.put(token, trace);
-                }
-            }
-        }
-        result.map(|()| keep)
-    }
-
-    /// Writes `self.msg` under the write timeout.
-    async fn write_msg(&mut self) -> io::Result<()> {
-        self.write_msg_and(&IoList::new()).await
-    }
-
-    /// Writes `self.msg` and then `body` in the same calls, under the write timeout.
-    async fn write_msg_and(&mut self, body: &IoList) -> io::Result<()> {
-        let t = self.shared.config.limits.write_timeout;
-        let lists = [&self.msg, body];
-        let write = std::pin::pin!(self.writer.write_lists_async(&mut self.stream, &lists));
-        match timed(&mut self.timer, || Instant::now() + t, write).await {
-            Some(r) => r,
-            None => Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "client did not accept the response in time",
-            )),
-        }
-    }
-
-    /// Sends `len` bytes of `file` from `offset` with `sendfile`, [`FILE_PROGRESS_SLICE`] at a
-    /// time, each under the write timeout: a slow but moving download goes on however long it
-    /// takes; one that stops for the write timeout is cut.
-    async fn write_file(
-        &mut self,
-        file: &std::fs::File,
-        offset: u64,
-        len: u64,
-        extra: &mut WriteStats,
-    ) -> io::Result<()> {
-        let fd = self.fd;
-        let log = self.shared.config.trace_writes;
-        let sink = self.sink.clone();
-        let t = self.shared.config.limits.write_timeout;
-        let mut on_call = |offered: usize, r: &io::Result<usize>| {
-            extra.syscalls += 1;
-            extra.iovecs += 1;
-            if let Ok(n) = r {
-                extra.bytes += *n as u64;
-                extra.bytes_referenced += *n as u64;
-                if *n < offered {
-                    extra.short_writes += 1;
-                }
-            }
-            if log || sink.is_some() {
-                let rec = WriteRecord {
-                    syscall: Syscall::Sendfile,
-                    fd,
-                    iovcnt: 1,
-                    offered: offered as u64,
-                    result: match r {
-                        Ok(n) => Ok(*n as u64),
-                        Err(e) => Err(e.to_string()),
-                    },
-                    segments: Vec::new(),
-                };
-                if log {
-                    log_record(&rec);
-                }
-                if let Some(s) = &sink {
-                    collect(s, rec);
-                }
-            }
-        };
-        let end = offset + len;
-        let mut at = offset;
-        while at < end {
-            let slice = (end - at).min(FILE_PROGRESS_SLICE);
-            let sent = crate::sendfile::send_file(&mut self.stream, file, at, slice, &mut on_call);
-            match timeout(t, sent).await {
-                Ok(Ok(_)) => at += slice,
-                Ok(Err(e)) => return Err(e),
-                Err(_) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "client stopped taking the file",
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes a body chunk by chunk: each chunk goes out (with the head in front of the first)
-    /// before the next is awaited. A client that closes while the body is waiting for its next
-    /// chunk ends it at once; so does server shutdown when `end_on_shutdown` (event streams, which
-    /// would otherwise never end; a rendered page instead runs on to its end within the grace).
-    async fn write_chunks(
-        &mut self,
-        mut chunks: ChunkStream,
-        end_on_shutdown: bool,
-        chunked: bool,
-    ) -> io::Result<()> {
-        let mut head_pending = true;
-        let max_buffered = self.shared.config.limits.max_head_bytes;
-        loop {
-            let next = loop {
-                let reading = self.buf.len() < max_buffered;
-                reserve(&mut self.buf, INIT_READ_BUF);
-                if end_on_shutdown && self.shared.stopping() {
-                    break None;
-                }
-                tokio::select! {
-                    biased;
-                    _ = &mut self.stop, if end_on_shutdown => break None,
-                    item = chunks.next() => break item,
-                    r = self.stream.read_buf(&mut self.buf), if reading => match r {
-                        Ok(0) | Err(_) => {
-                            return Err(io::Error::new(
-                                io::ErrorKind::ConnectionAborted,
-                                "client closed during a stream",
-                            ));
-                        }
-                        // A pipelined request: keep it for after the stream.
-                        Ok(_) => {}
-                    },
-                }
-            };
-            let chunk = match next {
-                None => break,
-                Some(Err(e)) => {
-                    tracing::warn!(peer = %self.peer, error = %e, "body stream failed; closing");
-                    return Err(io::Error::other(e));
-                }
-                Some(Ok(c)) if c.is_empty() => continue,
-                Some(Ok(c)) => c,
-            };
-            if !head_pending {
-                self.msg.clear();
-            }
-            head_pending = false;
-            if chunked {
-                push_chunk(&mut self.msg, chunk);
-            } else {
-                self.msg.push_list(chunk);
-            }
-            self.write_msg().await?;
-        }
-        if !head_pending {
-            self.msg.clear();
-        }
-        if chunked {
-            push_last_chunk(&mut self.msg);
-        }
-        self.write_msg().await
     }
 }
 
