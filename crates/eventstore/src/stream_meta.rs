@@ -55,13 +55,34 @@ impl Store {
     /// or may not have committed), retrying the same call is always safe.
     ///
     /// On a soft-deleted stream ([`Store::delete_stream`]) with nothing appended since,
-    /// `NoStream` is accepted and the events continue after the old last version.
+    /// `NoStream` is accepted and the events continue after the old last version, and
+    /// `StreamExists` is refused (the stream reads as not found).
     pub async fn append(
         &self,
         stream: &str,
         expected: ExpectedVersion,
         events: Vec<EventData>,
     ) -> Result<AppendResult> {
+        // A soft-deleted stream with nothing appended since reads as not found, so it does not
+        // exist for `StreamExists` either (EventStoreDB refuses it too).
+        if expected == ExpectedVersion::StreamExists {
+            validate_stream_id(stream)?;
+            if let Some(meta) = self.backend().get_meta(stream).await?
+                && meta.deleted
+                && match self.last_version(stream).await {
+                    Ok(last) => meta.truncate_before == Some(last + 1),
+                    Err(Error::StreamNotFound(_)) => true,
+                    Err(e) => return Err(e),
+                }
+            {
+                let outcome = Err(Error::WrongExpectedVersion {
+                    expected,
+                    actual: None,
+                });
+                self.note_append(&outcome);
+                return outcome;
+            }
+        }
         // Only a `NoStream` append can need a second attempt: keep its events for it.
         let again = (expected == ExpectedVersion::NoStream).then(|| events.clone());
         let mut outcome = self.append_raw(stream, expected, events).await;

@@ -153,6 +153,12 @@ async fn check_soft_delete_then_append_continues_versions(ctx: Ctx) {
         s.delete_stream("never").await,
         Err(Error::StreamNotFound(_))
     ));
+    // StreamExists is refused: the stream reads as not found (as EventStoreDB answers).
+    let exists = s
+        .append("d-1", ExpectedVersion::StreamExists, vec![event("T", 9)])
+        .await
+        .unwrap_err();
+    assert!(exists.is_wrong_expected_version(), "{exists}");
     // NoStream is accepted and continues after the old last version.
     let r = s
         .append("d-1", ExpectedVersion::NoStream, vec![event("T", 3)])
@@ -173,23 +179,29 @@ async fn check_soft_delete_then_append_continues_versions(ctx: Ctx) {
         .await
         .unwrap_err();
     assert!(again.is_wrong_expected_version(), "{again}");
-    // Delete and append with Any: continues too.
-    assert_eq!(s.delete_stream("d-1").await.unwrap(), 4);
+    // ...and StreamExists is accepted again.
     let r = s
-        .append("d-1", ExpectedVersion::Any, vec![event("T", 5)])
+        .append("d-1", ExpectedVersion::StreamExists, vec![event("T", 5)])
         .await
         .unwrap();
     assert_eq!(r.first_version, 4);
+    // Delete and append with Any: continues too.
+    assert_eq!(s.delete_stream("d-1").await.unwrap(), 5);
+    let r = s
+        .append("d-1", ExpectedVersion::Any, vec![event("T", 6)])
+        .await
+        .unwrap();
+    assert_eq!(r.first_version, 5);
     assert_eq!(
         versions(
             &s.read_stream("d-1", u64::MAX, 10, Direction::Backward)
                 .await
                 .unwrap()
         ),
-        [4]
+        [5]
     );
     // $all keeps every event.
-    assert_eq!(support::all_events(s, 5).await.len(), 5);
+    assert_eq!(support::all_events(s, 6).await.len(), 6);
 }
 
 async fn check_stream_metadata_http(ctx: Ctx) {
