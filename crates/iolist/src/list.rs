@@ -146,6 +146,21 @@ impl IoList {
         self.segs.push(Seg::Shared(b));
     }
 
+    /// Appends an owned buffer: adopted as the list's scratch when that holds nothing yet (no
+    /// allocation, where `push_bytes(Bytes::from(v))` makes one for a `Vec` with spare room),
+    /// moved into shared bytes otherwise. A builder's first full buffer costs no extra allocation.
+    pub fn push_vec(&mut self, v: Vec<u8>) {
+        if v.is_empty() {
+            return;
+        }
+        if self.scratch.is_empty() {
+            self.scratch = v;
+            self.copied(0);
+        } else {
+            self.push_bytes(Bytes::from(v));
+        }
+    }
+
     /// Pins `b`: the list keeps one reference to it, and every later [`IoList::push_shared`] of
     /// bytes that lie inside `b` is stored as an offset into it, with no reference-count traffic.
     ///
@@ -679,6 +694,27 @@ mod tests {
         assert_eq!(l.segment_count(), 3);
         assert_eq!(l.to_vec(), b"abcdef--gh");
         assert_eq!(l.len(), 10);
+    }
+
+    #[test]
+    fn pushed_vecs_are_adopted_as_scratch_then_shared() {
+        let first = b"<p>first</p>".to_vec();
+        let ptr = first.as_ptr();
+        let mut l = IoList::new();
+        l.push_vec(Vec::new());
+        l.push_vec(first);
+        l.push_copy(b"+");
+        l.push_vec(b"second".to_vec());
+        l.push_static(b"!");
+        let segs: Vec<&[u8]> = l.segments().collect();
+        assert_eq!(
+            segs[0].as_ptr(),
+            ptr,
+            "the first buffer is the scratch, not a copy"
+        );
+        assert_eq!(l.segment_count(), 3);
+        assert_eq!(l.to_vec(), b"<p>first</p>+second!");
+        assert_eq!(l.len(), 20);
     }
 
     #[test]

@@ -1,0 +1,137 @@
+//! [`ByteCursor`]: appends to a `Vec<u8>` with the write position in a field of its own, so a
+//! writer kept in locals keeps it in a register (stores through the `Vec` cannot clobber it).
+
+/// An owned `Vec<u8>` being appended to. The bytes written are in the `Vec`'s spare capacity
+/// until [`ByteCursor::into_vec`] commits the length: used by the compiled templates' writer,
+/// whose many small constant-size copies would otherwise reload and store the `Vec`'s length
+/// around every one.
+///
+/// # Examples
+/// ```
+/// use galleon_iolist::ByteCursor;
+///
+/// let mut c = ByteCursor::new(b"<td>".to_vec());
+/// c.push(b"42");
+/// c.push(b"</td>");
+/// assert_eq!(c.len(), 11);
+/// assert_eq!(c.into_vec(), b"<td>42</td>");
+/// ```
+#[derive(Debug, Default)]
+pub struct ByteCursor {
+    vec: Vec<u8>,
+    /// Bytes written: `vec.len() <= len <= vec.capacity()`, all initialized.
+    len: usize,
+}
+
+impl ByteCursor {
+    /// A cursor appending after `vec`'s bytes.
+    #[inline(always)]
+    pub fn new(vec: Vec<u8>) -> ByteCursor {
+        let len = vec.len();
+        ByteCursor { vec, len }
+    }
+
+    /// Bytes in the buffer, written before and through the cursor.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when the buffer holds nothing.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes that can be pushed without growing the buffer.
+    #[inline(always)]
+    pub fn spare(&self) -> usize {
+        self.vec.capacity() - self.len
+    }
+
+    /// Appends `s`, growing the buffer (like `Vec::reserve`) when it does not fit.
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    pub fn push(&mut self, s: &[u8]) {
+        if s.len() > self.spare() {
+            *self = std::mem::take(self).grown(s.len());
+        }
+        // SAFETY: `len <= capacity` and `s.len() <= capacity - len` (checked or grown just
+        // above), so the destination is inside the `Vec`'s allocation; `s` is borrowed shared
+        // while `self.vec` is owned here, so the two do not overlap. The bytes past `vec.len()`
+        // are only read after `commit` marks them initialized, which they now are.
+        unsafe {
+            std::ptr::copy_nonoverlapping(s.as_ptr(), self.vec.as_mut_ptr().add(self.len), s.len());
+        }
+        self.len += s.len();
+    }
+
+    /// The cursor with room for `n` more bytes (taken and returned by value so that a caller
+    /// keeping the cursor in locals does not hand out its address).
+    #[cold]
+    #[inline(never)]
+    fn grown(mut self, n: usize) -> ByteCursor {
+        self.commit();
+        self.vec.reserve(n);
+        self
+    }
+
+    /// Marks the bytes written as the `Vec`'s own.
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    fn commit(&mut self) {
+        debug_assert!(self.len >= self.vec.len() && self.len <= self.vec.capacity());
+        // SAFETY: `len <= capacity` (every push checks it) and the bytes up to `len` are
+        // initialized: those below the `Vec`'s length were, and `push` wrote every byte from
+        // there to `len` (the cursor only ever appends, with no gaps).
+        unsafe { self.vec.set_len(self.len) }
+    }
+
+    /// The buffer, with every byte pushed.
+    #[inline(always)]
+    pub fn into_vec(mut self) -> Vec<u8> {
+        self.commit();
+        self.vec
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn grows_past_capacity_and_keeps_earlier_bytes() {
+        let mut c = ByteCursor::new(Vec::with_capacity(4));
+        c.push(b"ab");
+        c.push(b"cdefgh");
+        c.push(b"");
+        assert_eq!(c.len(), 8);
+        assert!(c.spare() <= c.vec.capacity());
+        assert_eq!(c.into_vec(), b"abcdefgh");
+        assert!(ByteCursor::default().is_empty());
+        assert_eq!(ByteCursor::default().into_vec(), b"");
+    }
+
+    proptest! {
+        /// Any sequence of pushes, from any starting buffer, leaves the bytes a plain
+        /// `extend_from_slice` would.
+        #[test]
+        fn pushes_match_extend(
+            start in proptest::collection::vec(any::<u8>(), 0..40),
+            cap in 0usize..64,
+            pieces in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..70), 0..40),
+        ) {
+            let mut v = start.clone();
+            v.reserve(cap);
+            let mut want = start;
+            let mut c = ByteCursor::new(v);
+            for p in &pieces {
+                c.push(p);
+                want.extend_from_slice(p);
+                prop_assert_eq!(c.len(), want.len());
+            }
+            prop_assert_eq!(c.into_vec(), want);
+        }
+    }
+}
