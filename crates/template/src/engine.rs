@@ -243,7 +243,16 @@ impl Engine {
         assign: impl Fn(&str) -> Option<Value>,
     ) -> Result<IoList, Error> {
         let index = template.index_in(self)?;
-        let (mut vm, mut out) = self.start_whole(index, assign);
+        // Built here, not by `start_whole`: a returned pair would copy the VM.
+        let hint = &self.catalog.programs[index].size_hint;
+        let mut vm = Vm::new(
+            Programs::Borrowed(&self.catalog),
+            self.config,
+            index,
+            assign,
+        );
+        vm.reserve(hint.bytes());
+        let mut out = hint.list();
         let max = self.config.limits.max_output;
         if vm.run(&mut out, max.saturating_add(1))? {
             self.catalog.programs[index].size_hint.record(&out);

@@ -27,7 +27,7 @@ pub(crate) struct Program {
     /// The code.
     pub(crate) ops: Vec<Instr>,
     /// Names of the `@assigns` used, indexed by [`CodeKind::Assign`].
-    pub(crate) assigns: Vec<Str>,
+    pub(crate) assigns: Vec<String>,
     /// Number of local variable slots a frame needs.
     pub(crate) locals: usize,
     /// Partials called, by resolved name, with the span of the call; indexed by the partial
@@ -120,11 +120,13 @@ pub(crate) enum Op {
         exit: usize,
     },
     /// The bottom of a loop: bind the next element and jump back to `body`, or pop the loop and
-    /// fall through. `repeat` is set when the whole body is this instruction's static text.
+    /// fall through. `repeat` is set when the whole body is this instruction's static text;
+    /// `plain` when the body outputs paths and text only (it then runs in `vm/plain.rs`).
     ForNext {
         bind: Bind,
         body: usize,
         repeat: Option<Repeat>,
+        plain: bool,
     },
     /// Evaluate and store in variable slot `slot` (`<% x = expr %>`, a `case` subject).
     Set { slot: usize, code: Code },
@@ -203,6 +205,53 @@ pub(crate) enum PatCode {
 pub(crate) struct Code {
     pub(crate) kind: CodeKind,
     pub(crate) span: Span,
+}
+
+impl Code {
+    /// True for a path (`x`, `@x`, `x.key`, a literal): what the VM reads where it lives,
+    /// without `eval`.
+    pub(crate) fn is_path(&self) -> bool {
+        match &self.kind {
+            CodeKind::Lit(_) | CodeKind::Local(_) | CodeKind::Assign(_) => true,
+            CodeKind::Field(inner, _) => inner.is_path(),
+            _ => false,
+        }
+    }
+}
+
+/// True when `ops[body..next]`, a loop's body without its bottom at `next`, is plain: each
+/// instruction outputs a path, is text, or branches (on a path or a comparison of two) or
+/// jumps within the body (the VM runs such a loop without dispatch, `vm/plain.rs`).
+pub(crate) fn is_plain(ops: &[Instr], body: usize, next: usize) -> bool {
+    #[cfg(test)]
+    if NO_PLAIN.with(std::cell::Cell::get) {
+        return false;
+    }
+    let within = |t: &usize| (body..=next).contains(t);
+    let simple = |c: &Code| match &c.kind {
+        CodeKind::Binary(
+            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge,
+            a,
+            b,
+        ) => a.is_path() && b.is_path(),
+        _ => c.is_path(),
+    };
+    body < next
+        && ops.get(body..next).is_some_and(|b| {
+            b.iter().all(|i| match &i.op {
+                Op::Output { code, .. } => code.is_path(),
+                Op::Text => true,
+                Op::Jump(t) => within(t),
+                Op::Branch { cond, target, .. } => within(target) && simple(cond),
+                _ => false,
+            })
+        })
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Set by tests to compile plain loops as ordinary ones, to compare the two.
+    pub(crate) static NO_PLAIN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Compiled expression forms: names resolved to slots and functions to variants.

@@ -12,8 +12,50 @@ use crate::error::Error;
 
 /// An immutable UTF-8 string backed by shared [`Bytes`]: cloning it, or putting it in an
 /// [`IoList`], costs a reference-count increment, never a copy of its bytes.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
 pub struct Str(Bytes);
+
+/// Byte order, as `[u8]` orders (so `Borrow<[u8]>` lookups agree). Keys of up to 8 bytes (most
+/// map keys) compare as one big-endian integer and their lengths, in line: a `memcmp` call per
+/// key of a small map cost more than the comparison itself.
+impl Ord for Str {
+    #[inline]
+    fn cmp(&self, other: &Str) -> std::cmp::Ordering {
+        let (a, b) = (&self.0[..], &other.0[..]);
+        if a.len() <= 8 && b.len() <= 8 {
+            // Zero padding orders a prefix first only through the length, as `[u8]` does.
+            (prefix8(a), a.len()).cmp(&(prefix8(b), b.len()))
+        } else {
+            a.cmp(b)
+        }
+    }
+}
+
+/// The first bytes of `s` (at most 8) as a big-endian integer, zero-padded: two overlapping
+/// loads for 4 to 8 bytes, no `memcpy` call.
+#[inline(always)]
+fn prefix8(s: &[u8]) -> u64 {
+    if let Some(c) = s.first_chunk::<8>() {
+        u64::from_be_bytes(*c)
+    } else if let (Some(h), Some(l)) = (s.first_chunk::<4>(), s.last_chunk::<4>()) {
+        let (hi, lo) = (
+            u64::from(u32::from_be_bytes(*h)),
+            u64::from(u32::from_be_bytes(*l)),
+        );
+        (hi << 32) | (lo << (64 - 8 * s.len()))
+    } else {
+        s.iter()
+            .enumerate()
+            .fold(0, |acc, (i, &b)| acc | (u64::from(b) << (56 - 8 * i)))
+    }
+}
+
+impl PartialOrd for Str {
+    #[inline]
+    fn partial_cmp(&self, other: &Str) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 impl Str {
     /// Copies `s` into a new shared buffer.
@@ -409,6 +451,39 @@ mod tests {
         assert_eq!(e.to_string(), "assigns must be a JSON object, not an array");
         let a = Assigns::from_json(serde_json::json!({"n": 3})).unwrap();
         assert_eq!(a.get("n"), Some(&Value::Int(3)));
+    }
+
+    #[test]
+    fn str_orders_as_its_bytes() {
+        let words = [
+            "",
+            "a",
+            "ab",
+            "ab\0",
+            "abc",
+            "abcd",
+            "abcde",
+            "abcdefg",
+            "abcdefgh",
+            "abcdefghi",
+            "b",
+            "name",
+            "score",
+            "scor",
+            "\u{ff}",
+            "a\u{ff}b",
+            "zzzzzzzz",
+            "zzzzzzzzz",
+        ];
+        for a in words {
+            for b in words {
+                assert_eq!(
+                    Str::from(a).cmp(&Str::from(b)),
+                    a.as_bytes().cmp(b.as_bytes()),
+                    "{a:?} {b:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub(super) struct Names<'a> {
     /// Variables in scope and their slots, innermost last.
     pub(super) scope: Vec<(String, usize)>,
     pub(super) locals: usize,
-    pub(super) assigns: Vec<Str>,
+    pub(super) assigns: Vec<String>,
     pub(super) partials: Vec<(String, Span)>,
     pub(super) functions: &'a [Function],
 }
@@ -74,10 +74,10 @@ impl Names<'_> {
         let kind = match &e.kind {
             ExprKind::Lit(v) => CodeKind::Lit(v.clone()),
             ExprKind::Assign(name) => {
-                let i = match self.assigns.iter().position(|a| a.as_str() == name) {
+                let i = match self.assigns.iter().position(|a| a == name) {
                     Some(i) => i,
                     None => {
-                        self.assigns.push(Str::new(name));
+                        self.assigns.push(name.to_owned());
                         self.assigns.len() - 1
                     }
                 };

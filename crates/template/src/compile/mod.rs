@@ -14,7 +14,7 @@ use crate::error::{Error, ErrorKind, Location};
 use crate::function::Function;
 use crate::parser::parse;
 use crate::program::{
-    Bind, Code, CodeKind, Generator, Instr, Op, Program, REPEAT_BLOCK, Repeat, SizeHint,
+    Bind, Code, CodeKind, Generator, Instr, Op, Program, REPEAT_BLOCK, Repeat, SizeHint, is_plain,
 };
 use crate::scalar::write_scalar;
 use crate::span::SyntaxError;
@@ -466,7 +466,13 @@ impl Compiler<'_> {
             bind,
             body,
             repeat: None,
+            plain: false,
         });
+        if skip.is_none() && is_plain(&self.ops, body, next) {
+            if let Op::ForNext { plain, .. } = &mut self.ops[next].op {
+                *plain = true;
+            }
+        }
         if let Some(m) = skip {
             self.patch(m, next);
         }

@@ -200,7 +200,7 @@ impl<'a> Eval<'a> {
             CodeKind::Assign(i) => match self.frame.assigns.get(*i) {
                 Some(Some(v)) => Cow::Borrowed(v),
                 _ => {
-                    let name = self.prog.assigns.get(*i).map_or("?", Str::as_str);
+                    let name = self.prog.assigns.get(*i).map_or("?", String::as_str);
                     return Err(self.err(
                         ErrorKind::UnknownAssign,
                         c.span,
@@ -211,7 +211,7 @@ impl<'a> Eval<'a> {
             CodeKind::Field(inner, key) => {
                 let v = self.eval(inner)?;
                 let found = match &*v {
-                    Value::Map(m) => m.contains_key(&key.bytes()[..]),
+                    Value::Map(m) => m.contains_key(key),
                     other => {
                         return Err(self.err(
                             ErrorKind::TypeMismatch,
@@ -228,7 +228,7 @@ impl<'a> Eval<'a> {
                     ));
                 }
                 project(v, |v| match v {
-                    Value::Map(m) => m.get(&key.bytes()[..]),
+                    Value::Map(m) => m.get(key),
                     _ => None,
                 })
             }
@@ -421,12 +421,7 @@ impl<'a> Eval<'a> {
                 }
                 let mut html = IoList::new();
                 let mut buf = Vec::new();
-                let mut o = Out {
-                    list: &mut html,
-                    buf: &mut buf,
-                    copy_below: self.config.copy_below,
-                    first_buf: 64,
-                };
+                let mut o = Out::new(&mut html, &mut buf, self.config.copy_below, 64);
                 let r = emit(&mut o, &v, false);
                 o.finish();
                 r.map_err(|m| self.err(ErrorKind::TypeMismatch, c.span, m))?;
@@ -436,7 +431,9 @@ impl<'a> Eval<'a> {
                 let (target, args) = self.call_args(*partial, args, c.span)?;
                 let target_prog = &self.catalog.programs[target];
                 let frame = Frame::new(target_prog, target, |name| {
-                    args.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+                    args.iter()
+                        .find(|(k, _)| k.bytes() == name.as_bytes())
+                        .map(|(_, v)| v.clone())
                 });
                 let mut html = IoList::new();
                 let max = self.config.limits.max_output;

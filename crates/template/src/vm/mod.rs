@@ -7,19 +7,20 @@ mod eval;
 mod frame;
 mod out;
 mod pattern;
+mod plain;
 
 use std::sync::Arc;
 
 use galleon_iolist::IoList;
 use smallvec::{SmallVec, smallvec};
 
-use crate::ast::{BinOp, Span};
+use crate::ast::Span;
 use crate::error::{Error, ErrorKind};
 use crate::ops::describe;
-use crate::program::{Catalog, Code, CodeKind, Config, Generator, Instr, Op, Program, Repeat};
+use crate::program::{Catalog, Config, Generator, Instr, Op, Program, Repeat};
 use crate::value::Value;
 use eval::{Eval, step_limit};
-use frame::{Frame, Loop, lookup};
+use frame::{Frame, Loop, fast_cond, lookup};
 use out::{FLUSH_AT, Out, emit};
 
 /// The templates a render runs: borrowed by a whole render (no reference count touched on the
@@ -66,9 +67,7 @@ impl<'c> Vm<'c> {
         index: usize,
         assign: impl Fn(&str) -> Option<Value>,
     ) -> Vm<'c> {
-        let frame = Frame::new(&catalog.programs[index], index, |name| {
-            assign(name.as_str())
-        });
+        let frame = Frame::new(&catalog.programs[index], index, assign);
         Vm {
             steps: config.limits.max_steps,
             catalog,
@@ -112,12 +111,7 @@ impl<'c> Vm<'c> {
             out.pin(&self.catalog.programs[frame.prog].text);
         }
         let mut buf = std::mem::take(&mut self.buf);
-        let mut o = Out {
-            list: out,
-            buf: &mut buf,
-            copy_below: self.config.copy_below,
-            first_buf: self.first_buf,
-        };
+        let mut o = Out::new(out, &mut buf, self.config.copy_below, self.first_buf);
         let result = self.run_in(&mut o, pause_at);
         o.finish();
         self.buf = buf;
@@ -168,6 +162,11 @@ impl<'c> Vm<'c> {
                         // Fast path: a variable, assign or key is output straight from where
                         // it lives; anything else (or a miss, to report it) takes `eval`.
                         let result = match lookup(frame, code) {
+                            // An integer is written here, without the call.
+                            Some(Value::Int(i)) => {
+                                out.int(*i);
+                                Ok(())
+                            }
                             Some(v) => emit(out, v, *escape),
                             None => {
                                 let mut ev = eval!(prog, frame, depth);
@@ -186,7 +185,7 @@ impl<'c> Vm<'c> {
                         jump_when,
                         target,
                     } => {
-                        let truthy = match fast_cond(frame, cond) {
+                        let truthy = match fast_cond(&frame.locals, &frame.assigns, cond) {
                             Some(t) => t,
                             None => {
                                 let mut ev = eval!(prog, frame, depth);
@@ -228,6 +227,31 @@ impl<'c> Vm<'c> {
                                     return Ok(false);
                                 }
                             }
+                        } else if let Some(Instr {
+                            op:
+                                Op::ForNext {
+                                    plain: true, body, ..
+                                },
+                            ..
+                        }) = exit.checked_sub(1).and_then(|at| prog.ops.get(at))
+                            && *body == frame.pc
+                        {
+                            // A plain loop runs from its first element in `vm/plain.rs`, which
+                            // advances and checks the pause point as this op would have.
+                            frame.loops.push(state);
+                            let at = *exit - 1;
+                            match plain::run(
+                                out,
+                                frame,
+                                prog,
+                                at,
+                                *bind,
+                                &mut self.steps,
+                                pause_at,
+                            )? {
+                                plain::Exit::Go => {}
+                                plain::Exit::Pause => return Ok(false),
+                            }
                         } else if state.advance(*bind, &mut frame.locals) {
                             frame.loops.push(state);
                         } else {
@@ -255,6 +279,22 @@ impl<'c> Vm<'c> {
                                     return Ok(false);
                                 }
                             }
+                        }
+                    }
+                    Op::ForNext {
+                        bind, plain: true, ..
+                    } => {
+                        match plain::run(
+                            out,
+                            frame,
+                            prog,
+                            frame.pc - 1,
+                            *bind,
+                            &mut self.steps,
+                            pause_at,
+                        )? {
+                            plain::Exit::Go => {}
+                            plain::Exit::Pause => return Ok(false),
                         }
                     }
                     Op::ForNext { bind, body, .. } => {
@@ -301,7 +341,9 @@ impl<'c> Vm<'c> {
                         let mut ev = eval!(prog, frame, depth);
                         let (target, args) = ev.call_args(*partial, args, *span)?;
                         let new = Frame::new(&catalog.programs[target], target, |name| {
-                            args.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+                            args.iter()
+                                .find(|(k, _)| k.bytes() == name.as_bytes())
+                                .map(|(_, v)| v.clone())
                         });
                         out.list.pin(&catalog.programs[target].text);
                         self.frames.push(new);
@@ -350,29 +392,6 @@ fn repeat_rest(
     } else {
         state.skip(done + 1);
         Repeated::Paused
-    }
-}
-
-/// The truthiness of a condition that is a plain path, or a comparison of two integer paths
-/// (`i == 0`), without `eval`; `None` for anything else.
-#[inline]
-fn fast_cond(frame: &Frame, cond: &Code) -> Option<bool> {
-    match &cond.kind {
-        CodeKind::Binary(op, a, b) => {
-            let (Value::Int(x), Value::Int(y)) = (lookup(frame, a)?, lookup(frame, b)?) else {
-                return None;
-            };
-            Some(match op {
-                BinOp::Eq => x == y,
-                BinOp::Ne => x != y,
-                BinOp::Lt => x < y,
-                BinOp::Le => x <= y,
-                BinOp::Gt => x > y,
-                BinOp::Ge => x >= y,
-                _ => return None,
-            })
-        }
-        _ => lookup(frame, cond).map(Value::is_truthy),
     }
 }
 
