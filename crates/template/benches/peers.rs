@@ -1,16 +1,24 @@
-//! galleon against tera 2, minijinja and sailfish, in the same groups, on the
+//! galleon against sailfish, askama, tera 2 and minijinja, in the same groups, on the
 //! template-benchmarks-rs "big-table" (100x100 integers) and "teams" templates: render to bytes,
 //! and render-and-send of the big table over loopback TCP to a reader that discards.
 //!
-//! `cargo bench -p galleon-template --features peers --bench peers`. At the end it prints each
-//! peer's time as a multiple of galleon's, from criterion's own estimates.
+//! `cargo bench -p galleon-template --features peers --bench peers`. Before timing, every row's
+//! output is checked byte for byte against galleon's. At the end it prints each row's time as a
+//! multiple of galleon's, from criterion's own estimates.
+//!
+//! Each group is a list of rows (a name and a closure): another engine, or another way of
+//! rendering with galleon, is one more entry in that list. `galleon` is the runtime engine
+//! (templates compiled when the program runs), `galleon-compiled` the same templates compiled
+//! into Rust by `#[derive(Template)]` (`galleon-template-derive`).
 
 use std::hint::black_box;
 use std::io::Write;
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 
 use criterion::Criterion;
-use galleon_iolist::{IoWriter, WritePolicy};
+use galleon_iolist::{IoList, IoWriter, WritePolicy};
+use galleon_template::compiled::Template as _;
 use sailfish::TemplateSimple;
 use serde::Serialize;
 
@@ -25,6 +33,21 @@ mod common;
 </table>
 ")]
 struct BigTable<'a> {
+    table: &'a [Vec<usize>],
+}
+
+#[derive(askama::Template)]
+#[template(
+    source = "
+<table>
+{% for row in table %}
+<tr>{% for col in row %}<td>{{ col }}</td>{% endfor %}</tr>
+{% endfor %}
+</table>
+",
+    ext = "html"
+)]
+struct AskamaBigTable<'a> {
     table: &'a [Vec<usize>],
 }
 
@@ -49,6 +72,70 @@ struct BigTable<'a> {
 struct Teams<'a> {
     year: i64,
     teams: &'a [Team],
+}
+
+#[derive(askama::Template)]
+#[template(
+    source = r#"
+<html>
+  <head>
+    <title>{{ year }}</title>
+  </head>
+  <body>
+    <h1>CSL {{ year }}</h1>
+    <ul>
+    {% for team in teams %}
+      <li class="{% if loop.index0 == 0 %}champion{% endif %}">
+      <b>{{ team.name }}</b>: {{ team.score }}
+      </li>
+    {% endfor %}
+    </ul>
+  </body>
+</html>
+"#,
+    ext = "html"
+)]
+struct AskamaTeams<'a> {
+    year: i64,
+    teams: &'a [Team],
+}
+
+/// galleon's compiled path: the same EEx source as `common::BIG_TABLE_EEX`, compiled into Rust
+/// by `#[derive(Template)]` (the byte check below holds them to the same output).
+#[derive(galleon_template_derive::Template)]
+#[template(source = "
+<table>
+<%= for row <- @table do %>
+<tr><%= for col <- row do %><td><%= col %></td><% end %></tr>
+<% end %>
+</table>
+")]
+struct CompiledBigTable {
+    table: Vec<Vec<usize>>,
+}
+
+/// `common::TEAMS_EEX`, compiled.
+#[derive(galleon_template_derive::Template)]
+#[template(source = r#"
+<html>
+  <head>
+    <title><%= @year %></title>
+  </head>
+  <body>
+    <h1>CSL <%= @year %></h1>
+    <ul>
+    <%= for {team, i} <- Enum.with_index(@teams) do %>
+      <li class="<%= if i == 0 do %>champion<% end %>">
+      <b><%= team.name %></b>: <%= team.score %>
+      </li>
+    <% end %>
+    </ul>
+  </body>
+</html>
+"#)]
+struct CompiledTeams {
+    year: i64,
+    teams: Vec<Team>,
 }
 
 #[derive(Serialize)]
@@ -101,7 +188,25 @@ fn peers() -> Peers {
     }
 }
 
-const ENGINES: [&str; 4] = ["galleon", "tera", "minijinja", "sailfish"];
+/// A row of a render group: renders the page and copies it into the sink (cleared first).
+type RenderRow<'a> = Box<dyn Fn(&mut Vec<u8>) + 'a>;
+
+/// A row of a render-and-send group: renders the page and writes it to the socket.
+type SendRow<'a> = Box<dyn FnMut(&mut TcpStream) + 'a>;
+
+/// The one copy every row of a render group pays: a galleon list's segments into the sink.
+fn sink_list(sink: &mut Vec<u8>, page: &IoList) {
+    sink.clear();
+    for seg in page.segments() {
+        sink.extend_from_slice(seg);
+    }
+}
+
+/// The one copy every row of a render group pays: a string into the sink.
+fn sink_str(sink: &mut Vec<u8>, page: &str) {
+    sink.clear();
+    sink.extend_from_slice(page.as_bytes());
+}
 
 fn big_table(c: &mut Criterion, p: &Peers) {
     let table = common::table();
@@ -110,59 +215,105 @@ fn big_table(c: &mut Criterion, p: &Peers) {
     tctx.insert("table", &table);
     let mctx = minijinja::context! { table => minijinja::value::Serde(&table) };
     let tmpl = p.minijinja.get_template("big-table.html").unwrap();
+    let compiled_table = CompiledBigTable {
+        table: table.clone(),
+    };
 
-    let render: [Box<dyn Fn() -> Vec<u8> + '_>; 4] = [
-        Box::new(|| {
-            p.galleon
-                .render("big-table.html.eex", &assigns)
-                .unwrap()
-                .to_vec()
-        }),
-        Box::new(|| p.tera.render("big-table.html", &tctx).unwrap().into_bytes()),
-        Box::new(|| tmpl.render(&mctx).unwrap().into_bytes()),
-        Box::new(|| {
-            BigTable { table: &table }
-                .render_once()
-                .unwrap()
-                .into_bytes()
-        }),
+    // Every row: the render from data built once outside the loop (galleon's assigns, tera's
+    // and minijinja's contexts, the Rust structs of sailfish and askama), to the engine's own
+    // output (galleon an I/O list, the others a `String`), then one copy of the whole page into
+    // the same reused `Vec<u8>`, and the drop of the engine's output.
+    let rows: Vec<(&str, RenderRow<'_>)> = vec![
+        (
+            "galleon",
+            Box::new(|sink| {
+                let page = p.galleon.render("big-table.html.eex", &assigns).unwrap();
+                sink_list(sink, &page);
+            }),
+        ),
+        (
+            "galleon-compiled",
+            Box::new(|sink| sink_list(sink, &compiled_table.render().unwrap())),
+        ),
+        (
+            "sailfish",
+            Box::new(|sink| {
+                let page = BigTable { table: &table }.render_once().unwrap();
+                sink_str(sink, &page);
+            }),
+        ),
+        (
+            "askama",
+            Box::new(|sink| {
+                let page = askama::Template::render(&AskamaBigTable { table: &table }).unwrap();
+                sink_str(sink, &page);
+            }),
+        ),
+        (
+            "tera",
+            Box::new(|sink| sink_str(sink, &p.tera.render("big-table.html", &tctx).unwrap())),
+        ),
+        (
+            "minijinja",
+            Box::new(|sink| sink_str(sink, &tmpl.render(&mctx).unwrap())),
+        ),
     ];
-    same_output("big-table", &render);
-    let mut g = c.benchmark_group("big-table");
-    for (name, f) in ENGINES.iter().zip(&render) {
-        g.bench_function(*name, |b| b.iter(|| black_box(f())));
-    }
-    g.finish();
+    render_group(c, "big-table", &rows);
 
-    // Render and send: galleon hands its list to the vectored writer; the others write their
-    // string.
-    let mut g = c.benchmark_group("send-big-table");
+    // Every row: the same render, then all of the page written to a loopback socket whose
+    // reader discards it: galleon hands its list to the vectored writer (no copy), the others
+    // write their string.
     let mut sock = common::loopback_sink();
     let mut writer = IoWriter::new(WritePolicy::default());
-    g.bench_function("galleon", |b| {
-        b.iter(|| {
-            let page = p.galleon.render("big-table.html.eex", &assigns).unwrap();
-            writer.write_all(&mut sock, &page).unwrap();
-        })
-    });
-    g.bench_function("tera", |b| {
-        b.iter(|| {
-            let page = p.tera.render("big-table.html", &tctx).unwrap();
-            sock.write_all(page.as_bytes()).unwrap();
-        })
-    });
-    g.bench_function("minijinja", |b| {
-        b.iter(|| {
-            let page = tmpl.render(&mctx).unwrap();
-            sock.write_all(page.as_bytes()).unwrap();
-        })
-    });
-    g.bench_function("sailfish", |b| {
-        b.iter(|| {
-            let page = BigTable { table: &table }.render_once().unwrap();
-            sock.write_all(page.as_bytes()).unwrap();
-        })
-    });
+    let mut compiled_writer = IoWriter::new(WritePolicy::default());
+    let mut rows: Vec<(&str, SendRow<'_>)> = vec![
+        (
+            "galleon",
+            Box::new(|sock| {
+                let page = p.galleon.render("big-table.html.eex", &assigns).unwrap();
+                writer.write_all(sock, &page).unwrap();
+            }),
+        ),
+        (
+            "galleon-compiled",
+            Box::new(|sock| {
+                let page = compiled_table.render().unwrap();
+                compiled_writer.write_all(sock, &page).unwrap();
+            }),
+        ),
+        (
+            "sailfish",
+            Box::new(|sock| {
+                let page = BigTable { table: &table }.render_once().unwrap();
+                sock.write_all(page.as_bytes()).unwrap();
+            }),
+        ),
+        (
+            "askama",
+            Box::new(|sock| {
+                let page = askama::Template::render(&AskamaBigTable { table: &table }).unwrap();
+                sock.write_all(page.as_bytes()).unwrap();
+            }),
+        ),
+        (
+            "tera",
+            Box::new(|sock| {
+                let page = p.tera.render("big-table.html", &tctx).unwrap();
+                sock.write_all(page.as_bytes()).unwrap();
+            }),
+        ),
+        (
+            "minijinja",
+            Box::new(|sock| {
+                let page = tmpl.render(&mctx).unwrap();
+                sock.write_all(page.as_bytes()).unwrap();
+            }),
+        ),
+    ];
+    let mut g = c.benchmark_group("send-big-table");
+    for (name, f) in &mut rows {
+        g.bench_function(*name, |b| b.iter(|| f(&mut sock)));
+    }
     g.finish();
 }
 
@@ -174,38 +325,82 @@ fn teams_group(c: &mut Criterion, p: &Peers) {
     tctx.insert("teams", &teams);
     let mctx = minijinja::context! { year => 2015, teams => minijinja::value::Serde(&teams) };
     let tmpl = p.minijinja.get_template("teams.html").unwrap();
-    let render: [Box<dyn Fn() -> Vec<u8> + '_>; 4] = [
-        Box::new(|| {
-            p.galleon
-                .render("teams.html.eex", &assigns)
-                .unwrap()
-                .to_vec()
-        }),
-        Box::new(|| p.tera.render("teams.html", &tctx).unwrap().into_bytes()),
-        Box::new(|| tmpl.render(&mctx).unwrap().into_bytes()),
-        Box::new(|| {
-            Teams {
-                year: 2015,
-                teams: &teams,
-            }
-            .render_once()
-            .unwrap()
-            .into_bytes()
-        }),
+    let compiled_teams = CompiledTeams {
+        year: 2015,
+        teams: self::teams(),
+    };
+    // Every row: as in the big-table group, the render from data built once to the engine's own
+    // output, then one copy of the page into the same reused `Vec<u8>`.
+    let rows: Vec<(&str, RenderRow<'_>)> = vec![
+        (
+            "galleon",
+            Box::new(|sink| {
+                let page = p.galleon.render("teams.html.eex", &assigns).unwrap();
+                sink_list(sink, &page);
+            }),
+        ),
+        (
+            "galleon-compiled",
+            Box::new(|sink| sink_list(sink, &compiled_teams.render().unwrap())),
+        ),
+        (
+            "sailfish",
+            Box::new(|sink| {
+                let page = Teams {
+                    year: 2015,
+                    teams: &teams,
+                }
+                .render_once()
+                .unwrap();
+                sink_str(sink, &page);
+            }),
+        ),
+        (
+            "askama",
+            Box::new(|sink| {
+                let page = askama::Template::render(&AskamaTeams {
+                    year: 2015,
+                    teams: &teams,
+                })
+                .unwrap();
+                sink_str(sink, &page);
+            }),
+        ),
+        (
+            "tera",
+            Box::new(|sink| sink_str(sink, &p.tera.render("teams.html", &tctx).unwrap())),
+        ),
+        (
+            "minijinja",
+            Box::new(|sink| sink_str(sink, &tmpl.render(&mctx).unwrap())),
+        ),
     ];
-    same_output("teams", &render);
-    let mut g = c.benchmark_group("teams");
-    for (name, f) in ENGINES.iter().zip(&render) {
-        g.bench_function(*name, |b| b.iter(|| black_box(f())));
+    render_group(c, "teams", &rows);
+}
+
+/// Checks that every row renders galleon's bytes, then times each.
+fn render_group(c: &mut Criterion, group: &str, rows: &[(&str, RenderRow<'_>)]) {
+    same_output(group, rows);
+    let mut g = c.benchmark_group(group);
+    let mut sink = Vec::new();
+    for (name, f) in rows {
+        g.bench_function(*name, |b| {
+            b.iter(|| {
+                f(&mut sink);
+                black_box(&sink);
+            })
+        });
     }
     g.finish();
 }
 
-/// Every engine must produce the same bytes, or the comparison is meaningless.
-fn same_output(group: &str, render: &[Box<dyn Fn() -> Vec<u8> + '_>; 4]) {
-    let reference = render[0]();
-    for (name, f) in ENGINES.iter().zip(render).skip(1) {
-        let theirs = f();
+/// Every row must produce the same bytes as the first, or the comparison is meaningless.
+fn same_output(group: &str, rows: &[(&str, RenderRow<'_>)]) {
+    let mut reference = Vec::new();
+    rows[0].1(&mut reference);
+    for (name, f) in &rows[1..] {
+        let mut theirs = Vec::new();
+        f(&mut theirs);
         if theirs != reference {
             let at = theirs
                 .iter()
@@ -217,7 +412,8 @@ fn same_output(group: &str, render: &[Box<dyn Fn() -> Vec<u8> + '_>; 4]) {
                     .into_owned()
             };
             panic!(
-                "{group}: {name} renders different bytes than galleon from byte {at} ({} vs {} bytes): {:?} vs {:?}",
+                "{group}: {name} renders different bytes than {} from byte {at} ({} vs {} bytes): {:?} vs {:?}",
+                rows[0].0,
                 theirs.len(),
                 reference.len(),
                 near(&theirs),
@@ -245,21 +441,31 @@ fn mean_ns(group: &str, name: &str) -> Option<f64> {
     json["mean"]["point_estimate"].as_f64()
 }
 
+/// Rows the ratio table lists, after galleon (its base); rows not run print `-`.
+const COLUMNS: [&str; 5] = [
+    "galleon-compiled",
+    "sailfish",
+    "askama",
+    "tera",
+    "minijinja",
+];
+
 fn print_ratios() {
     println!("\nTime relative to galleon (criterion means; > 1.00 means slower than galleon):");
-    println!(
-        "{:<16} {:>12} {:>9} {:>9} {:>9}",
-        "group", "galleon", "tera", "minijinja", "sailfish"
-    );
+    let mut head = format!("{:<16} {:>12}", "group", "galleon");
+    for name in COLUMNS {
+        head.push_str(&format!(" {name:>16}"));
+    }
+    println!("{head}");
     for group in ["big-table", "teams", "send-big-table"] {
         let Some(base) = mean_ns(group, "galleon") else {
             continue;
         };
         let mut line = format!("{group:<16} {:>9.1} µs", base / 1000.0);
-        for name in &ENGINES[1..] {
+        for name in COLUMNS {
             match mean_ns(group, name) {
-                Some(t) => line.push_str(&format!(" {:>8.2}x", t / base)),
-                None => line.push_str(&format!(" {:>9}", "-")),
+                Some(t) => line.push_str(&format!(" {:>15.2}x", t / base)),
+                None => line.push_str(&format!(" {:>16}", "-")),
             }
         }
         println!("{line}");

@@ -5,7 +5,7 @@ use crate::value::Value;
 
 /// One piece of a template.
 #[derive(Debug)]
-pub(crate) enum Node {
+pub enum Node {
     /// Literal text (a span of the source; `text` holds it when it differs from the source, as
     /// after `<%%`).
     Text(String),
@@ -40,7 +40,7 @@ pub(crate) enum Node {
 
 /// A generator or a filter of a `for`.
 #[derive(Debug)]
-pub(crate) enum Qualifier {
+pub enum Qualifier {
     /// `pattern <- expr`.
     Gen(Pattern, Expr),
     /// A condition: elements for which it is falsy are skipped.
@@ -49,15 +49,15 @@ pub(crate) enum Qualifier {
 
 /// One `pattern [when guard] ->` clause of a `case` and its body.
 #[derive(Debug)]
-pub(crate) struct Clause {
-    pub(crate) pattern: Pattern,
-    pub(crate) guard: Option<Expr>,
-    pub(crate) body: Vec<Node>,
+pub struct Clause {
+    pub pattern: Pattern,
+    pub guard: Option<Expr>,
+    pub body: Vec<Node>,
 }
 
 /// A pattern: the left side of `=`, of `<-` in a `for`, or a `case` clause.
 #[derive(Debug, Clone)]
-pub(crate) enum Pattern {
+pub enum Pattern {
     /// `x` binds; `_` and `_name` match anything (`None`).
     Var(Option<String>, Span),
     /// A literal, matched with `===` (`1` does not match `1.0`).
@@ -71,7 +71,7 @@ pub(crate) enum Pattern {
 }
 
 impl Pattern {
-    pub(crate) fn span(&self) -> Span {
+    pub fn span(&self) -> Span {
         match self {
             Pattern::Var(_, s)
             | Pattern::Lit(_, s)
@@ -84,14 +84,14 @@ impl Pattern {
 
 /// An expression with its span.
 #[derive(Debug)]
-pub(crate) struct Expr {
-    pub(crate) kind: ExprKind,
-    pub(crate) span: Span,
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
 }
 
 /// Prefix operators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum UnOp {
+pub enum UnOp {
     /// `not x`: strict, `x` must be a boolean.
     Not,
     /// `!x`: truthiness.
@@ -102,7 +102,7 @@ pub(crate) enum UnOp {
 
 /// Infix operators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BinOp {
+pub enum BinOp {
     /// `or` (strict: left must be boolean).
     Or,
     /// `and` (strict).
@@ -144,7 +144,7 @@ pub(crate) enum BinOp {
 }
 
 impl BinOp {
-    pub(crate) fn symbol(self) -> &'static str {
+    pub fn symbol(self) -> &'static str {
         match self {
             BinOp::Or => "or",
             BinOp::And => "and",
@@ -171,7 +171,7 @@ impl BinOp {
 
 /// Expression forms.
 #[derive(Debug)]
-pub(crate) enum ExprKind {
+pub enum ExprKind {
     /// A literal: number, string, `true`, `false`, `nil`.
     Lit(Value),
     /// `@name`.

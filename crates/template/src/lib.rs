@@ -132,19 +132,26 @@
 //!   a few dozen segments, not 30,000;
 //! - each instruction and each expression node evaluated costs one step of [`Limits::max_steps`];
 //!   variables and `a.b` paths are read in place, without cloning;
+//! - a loop whose body only outputs text, variables, fields and assigns (the big table's cells)
+//!   runs as a native Rust loop (`vm/plain.rs`), integers written in place, with the same steps,
+//!   errors and pause points as the general interpreter, to which it hands back anything else;
 //! - streaming keeps only the frames (program counter, loop positions, variables) between chunks:
 //!   memory is O(chunk size + template), whatever the output size. `galleon render` streams the
 //!   30 GB Template of Doom in under 4 MB of resident memory.
 //!
 //! `cargo bench -p galleon-template` times the big-table and teams renders and the copy
-//! threshold; `cargo bench -p galleon-template --features peers` puts tera 2, minijinja and
-//! sailfish in the same groups.
+//! threshold; `cargo bench -p galleon-template --features peers` puts tera 2, minijinja,
+//! askama and sailfish in the same groups. For templates fixed at build time,
+//! `galleon-template-derive` compiles the same language to Rust ([`compiled`]).
 
 #![forbid(unsafe_code)]
 
+// Public through `syntax` (for the derive), documented by variant, not by field.
+#[allow(missing_docs)]
 mod ast;
 mod builtins;
 mod compile;
+pub mod compiled;
 mod engine;
 mod error;
 mod float;
@@ -154,10 +161,20 @@ mod ops;
 mod parser;
 mod program;
 mod scalar;
+#[allow(missing_docs)]
 mod span;
 mod strlit;
 mod value;
 mod vm;
+
+/// The parser and syntax tree, for `galleon-template-derive` (which compiles templates with the
+/// same parser at build time). Not a stable API.
+#[doc(hidden)]
+pub mod syntax {
+    pub use crate::ast::{BinOp, Clause, Expr, ExprKind, Node, Pattern, Qualifier, UnOp};
+    pub use crate::parser::parse;
+    pub use crate::span::{Span, SyntaxError};
+}
 
 pub use engine::{
     DEFAULT_COPY_BELOW, DEFAULT_MAX_DEPTH, DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STEPS, Engine,

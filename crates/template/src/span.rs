@@ -3,31 +3,31 @@
 
 /// A byte range of the template source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Span {
-    pub(crate) start: usize,
-    pub(crate) end: usize,
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
 }
 
 impl Span {
-    pub(crate) const fn new(start: usize, end: usize) -> Span {
+    pub const fn new(start: usize, end: usize) -> Span {
         Span { start, end }
     }
 
     /// The smallest span covering both.
-    pub(crate) fn to(self, other: Span) -> Span {
+    pub fn to(self, other: Span) -> Span {
         Span::new(self.start.min(other.start), self.end.max(other.end))
     }
 }
 
 /// A syntax error before it is given a template name: a span and a message.
 #[derive(Debug)]
-pub(crate) struct SyntaxError {
-    pub(crate) span: Span,
-    pub(crate) message: String,
+pub struct SyntaxError {
+    pub span: Span,
+    pub message: String,
 }
 
 impl SyntaxError {
-    pub(crate) fn new(span: Span, message: impl Into<String>) -> SyntaxError {
+    pub fn new(span: Span, message: impl Into<String>) -> SyntaxError {
         SyntaxError {
             span,
             message: message.into(),

@@ -155,7 +155,7 @@ enum Tag {
 }
 
 /// Parses a whole template.
-pub(crate) fn parse(src: &str, trim: bool) -> Result<Vec<Node>, SyntaxError> {
+pub fn parse(src: &str, trim: bool) -> Result<Vec<Node>, SyntaxError> {
     let mut stack: Vec<Open> = Vec::new();
     let mut nodes: Vec<Node> = Vec::new();
     for piece in split(src, trim)? {

@@ -1,0 +1,246 @@
+//! # galleon-template-derive
+//!
+//! `#[derive(Template)]`: a galleon EEx template compiled into Rust at build time, with the
+//! runtime engine's parser and error format (errors point at the template's line and column,
+//! as a compile error). The struct's fields are the assigns: `@name` is field `name`.
+//!
+//! The generated code writes short static text into the output buffer with constant-size
+//! copies, references static text of at least the copy threshold as `&'static` segments of the
+//! binary's read-only data, writes integers in place and escapes strings with a scan (see
+//! `galleon_template::compiled`). Its output is byte for byte the runtime engine's for the same
+//! template and data.
+//!
+//! ## Native shapes
+//! Compiled into Rust: text; `<%= e %>` and `<%= raw(e) %>` (`Phoenix.HTML.raw`); `<% e %>`;
+//! `<% x = e %>` (and `<%= x = e %>`); `for x <- e` over a field or variable that implements
+//! `compiled::Iterate` (slices, `Vec`, arrays, `VecDeque`, by reference), over `a..b`
+//! (counted), and `for {x, i} <- Enum.with_index(e)`, with filters; `if`/`unless`/`else`. In
+//! expressions: `@field`, variables, `a.key` (Rust field access), literals, `== != === !== <
+//! <= > >=` (Elixir's rules, via `compiled::ToScalar`), `not`, `!`, and `and or && ||` as
+//! conditions. Expressions without assigns or variables are rendered at build time by the
+//! engine and become static text.
+//!
+//! Anything else (`case`, `cond`, arithmetic, string functions, partials, other patterns,
+//! several generators, `.key` or `for` on a field whose type mentions `Value` or `Map`) makes
+//! the whole template render through the runtime engine, compiled once from the embedded
+//! sources; its fields then need `serde::Serialize`. The output is the same either way.
+//!
+//! # Examples
+//! ```
+//! use galleon_template::compiled::Template;
+//! use galleon_template_derive::Template;
+//!
+//! #[derive(Template)]
+//! #[template(source = "<ul><%= for {x, i} <- Enum.with_index(@items) do %>\
+//! <li<%= if i == 0 do %> class=\"first\"<% end %>><%= x %></li><% end %></ul>")]
+//! struct List {
+//!     items: Vec<String>,
+//! }
+//!
+//! let page = List { items: vec!["a & b".into(), "c".into()] }.render()?;
+//! assert_eq!(
+//!     page.to_vec(),
+//!     b"<ul><li class=\"first\">a &amp; b</li><li>c</li></ul>"
+//! );
+//! # Ok::<(), galleon_template::Error>(())
+//! ```
+//!
+//! Options: `#[template(path = "templates/page.html.eex")]` (relative to the crate's
+//! `Cargo.toml`; partials are looked up next to it) or `source = "..."` with an optional
+//! `name = "..."` for errors; `trim = true` (EEx's trim); `copy_below = N` (the copy threshold,
+//! default `galleon_template::DEFAULT_COPY_BELOW`).
+
+mod attrs;
+mod expr;
+mod fallback;
+mod statics;
+mod stmt;
+
+use std::collections::BTreeSet;
+
+use galleon_template::syntax::{self, Expr, ExprKind, Node, Qualifier};
+use proc_macro::TokenStream;
+use quote::quote;
+use syn::{DeriveInput, parse_macro_input};
+
+/// Derives `galleon_template::compiled::Template` from `#[template(path = "...")]` or
+/// `#[template(source = "...")]`; see the crate docs.
+#[proc_macro_derive(Template, attributes(template))]
+pub fn derive_template(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    match expand(&input) {
+        Ok(ts) => ts.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
+    let config = attrs::config(input)?;
+    let fields = attrs::fields(input)?;
+    config.check()?;
+    let nodes = syntax::parse(&config.source, config.trim)
+        .map_err(|e| config.error(&e.message, e.span.start, e.span.end))?;
+    let mut assigns = BTreeSet::new();
+    let mut first_unknown = None;
+    walk_nodes(&nodes, &mut |e| {
+        if let ExprKind::Assign(name) = &e.kind {
+            if !fields.contains_key(name) && first_unknown.is_none() {
+                first_unknown = Some((name.clone(), e.span));
+            }
+            assigns.insert(name.clone());
+        }
+    });
+    if let Some((name, span)) = first_unknown {
+        return Err(config.error(
+            &format!("unknown assign @{name} (no field `{name}` in the struct)"),
+            span.start,
+            span.end,
+        ));
+    }
+
+    let mut g = stmt::Gen::new(&config.source, &fields, config.copy_below);
+    let methods = match g.seq(&nodes) {
+        Ok(body) => {
+            let slots = g.slots;
+            quote! {
+                const SLOTS: usize = #slots;
+
+                #[inline]
+                fn __run<const PAUSE: bool>(
+                    &self,
+                    __out: &mut ::galleon_template::compiled::Out,
+                    __st: &mut [usize],
+                    __limit: usize,
+                ) -> ::core::result::Result<bool, ::galleon_template::Error> {
+                    // The buffer's position in locals for the whole run (put back on return).
+                    let mut __w = __out.writer();
+                    let __out = &mut __w;
+                    #body
+                    ::core::result::Result::Ok(true)
+                }
+            }
+        }
+        Err(stmt::NotNative) => {
+            let assigns: Vec<String> = assigns.into_iter().collect();
+            let m = fallback::methods(&config, &assigns)?;
+            quote! {
+                const SLOTS: usize = 0;
+                #m
+            }
+        }
+    };
+
+    let ident = &input.ident;
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    let name = &config.name;
+    let source = match &config.file {
+        Some(file) => {
+            let file = file.to_string_lossy().into_owned();
+            quote! { include_str!(#file) }
+        }
+        None => {
+            let s = &config.source;
+            quote! { #s }
+        }
+    };
+    let copy_below = config.copy_below;
+    Ok(quote! {
+        #[allow(unused, non_upper_case_globals, clippy::all, clippy::pedantic)]
+        const _: () = {
+            const __NAME: &str = #name;
+            const __SOURCE: &str = #source;
+
+            #[automatically_derived]
+            impl #impl_generics ::galleon_template::compiled::Template for #ident #ty_generics #where_clause {
+                const COPY_BELOW: usize = #copy_below;
+
+                fn __size_hint() -> &'static ::core::sync::atomic::AtomicUsize {
+                    static HINT: ::core::sync::atomic::AtomicUsize =
+                        ::core::sync::atomic::AtomicUsize::new(0);
+                    &HINT
+                }
+
+                #methods
+            }
+        };
+    })
+}
+
+/// Calls `f` on every expression of `nodes`, nested ones included.
+fn walk_nodes(nodes: &[Node], f: &mut impl FnMut(&Expr)) {
+    for node in nodes {
+        match node {
+            Node::Text(_) => {}
+            Node::Output(e) | Node::Exec(e) => walk_expr(e, f),
+            Node::Bind { value, .. } => walk_expr(value, f),
+            Node::For { qualifiers, body } => {
+                for q in qualifiers {
+                    match q {
+                        Qualifier::Gen(_, e) | Qualifier::Filter(e) => walk_expr(e, f),
+                    }
+                }
+                walk_nodes(body, f);
+            }
+            Node::Case { subject, clauses } => {
+                walk_expr(subject, f);
+                for c in clauses {
+                    if let Some(g) = &c.guard {
+                        walk_expr(g, f);
+                    }
+                    walk_nodes(&c.body, f);
+                }
+            }
+            Node::Cond { clauses } => {
+                for (c, body) in clauses {
+                    walk_expr(c, f);
+                    walk_nodes(body, f);
+                }
+            }
+            Node::If {
+                cond,
+                then,
+                otherwise,
+                ..
+            } => {
+                walk_expr(cond, f);
+                walk_nodes(then, f);
+                walk_nodes(otherwise, f);
+            }
+        }
+    }
+}
+
+fn walk_expr(e: &Expr, f: &mut impl FnMut(&Expr)) {
+    f(e);
+    match &e.kind {
+        ExprKind::Lit(_) | ExprKind::Assign(_) | ExprKind::Var(_) => {}
+        ExprKind::Field(x, _) | ExprKind::Unary(_, x) => walk_expr(x, f),
+        ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) | ExprKind::Range(a, b) => {
+            walk_expr(a, f);
+            walk_expr(b, f);
+        }
+        ExprKind::List(xs) | ExprKind::Tuple(xs) | ExprKind::Interp(xs) => {
+            xs.iter().for_each(|x| walk_expr(x, f));
+        }
+        ExprKind::Map(kvs) => kvs.iter().for_each(|(k, v)| {
+            walk_expr(k, f);
+            walk_expr(v, f);
+        }),
+        ExprKind::If {
+            cond,
+            then,
+            otherwise,
+            ..
+        } => {
+            walk_expr(cond, f);
+            walk_expr(then, f);
+            if let Some(o) = otherwise {
+                walk_expr(o, f);
+            }
+        }
+        ExprKind::Call { args, kwargs, .. } => {
+            args.iter().for_each(|x| walk_expr(x, f));
+            kwargs.iter().for_each(|(_, _, v)| walk_expr(v, f));
+        }
+    }
+}

@@ -1,0 +1,555 @@
+//! [`Out`]: where a compiled template writes. Small pieces are copied into a buffer that becomes
+//! one segment of the list when full; large statics and long shared strings are referenced.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use galleon_iolist::{ByteCursor, IoList};
+
+/// Capacity of each buffer after the first: a full one is moved into the list (no copy).
+pub const BUF_BYTES: usize = 16 * 1024;
+
+/// Largest first buffer sized from a template's previous render.
+const MAX_FIRST_BUF: usize = 256 * 1024;
+
+/// Which bytes need an HTML entity (Phoenix's five: `& < > " '`).
+static NEEDS: [bool; 256] = {
+    let mut t = [false; 256];
+    t[b'&' as usize] = true;
+    t[b'<' as usize] = true;
+    t[b'>' as usize] = true;
+    t[b'"' as usize] = true;
+    t[b'\'' as usize] = true;
+    t
+};
+
+/// `"00"` to `"99"`.
+static DIGITS: [[u8; 2]; 100] = {
+    let mut t = [[0; 2]; 100];
+    let mut i = 0;
+    while i < 100 {
+        t[i] = [b'0' + (i / 10) as u8, b'0' + (i % 10) as u8];
+        i += 1;
+    }
+    t
+};
+
+#[inline(always)]
+fn entity(b: u8) -> &'static [u8] {
+    match b {
+        b'&' => b"&amp;",
+        b'<' => b"&lt;",
+        b'>' => b"&gt;",
+        b'"' => b"&quot;",
+        _ => b"&#39;",
+    }
+}
+
+/// Position of the first byte of `s` that needs escaping, eight bytes at a time.
+#[inline]
+fn first_special(s: &[u8]) -> Option<usize> {
+    let mut chunks = s.chunks_exact(8);
+    let mut at = 0;
+    for c in &mut chunks {
+        if c.iter().any(|&b| NEEDS[b as usize]) {
+            return c.iter().position(|&b| NEEDS[b as usize]).map(|i| at + i);
+        }
+        at += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&b| NEEDS[b as usize])
+        .map(|i| at + i)
+}
+
+/// A compiled render's output: an [`IoList`] with a buffer in front of it. Generated code calls
+/// [`Out::copy`] with constant-size statics (a fixed-size copy once inlined),
+/// [`Out::push_static`] for statics at least the copy threshold long, and the [`Render`]
+/// impls for values.
+///
+/// [`Render`]: super::Render
+#[derive(Debug)]
+pub struct Out {
+    list: IoList,
+    buf: ByteCursor,
+    copy_below: usize,
+}
+
+impl Out {
+    /// An empty output: pieces shorter than `copy_below` bytes are copied; the first buffer
+    /// holds `first_buf` bytes (clamped), the next ones [`BUF_BYTES`].
+    #[inline]
+    pub fn new(copy_below: usize, first_buf: usize) -> Out {
+        Out {
+            // Room for a few segments up front: the usual page ends as one buffer, and growing
+            // an empty table costs more than allocating it at its size.
+            list: IoList::with_capacity(4, 0),
+            buf: ByteCursor::new(Vec::with_capacity(first_buf.clamp(256, MAX_FIRST_BUF))),
+            copy_below,
+        }
+    }
+
+    /// Bytes written so far.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.list.len() + self.buf.len()
+    }
+
+    /// True when nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The copy threshold in force.
+    pub fn copy_below(&self) -> usize {
+        self.copy_below
+    }
+
+    /// A writer over this output keeping the buffer's position in locals (generated code
+    /// writes through one); the output is whole again when it is dropped.
+    #[inline(always)]
+    pub fn writer(&mut self) -> Writer<'_> {
+        let cur = std::mem::take(&mut self.buf);
+        Writer { out: self, cur }
+    }
+
+    /// Copies a small piece into the buffer.
+    #[inline(always)]
+    pub fn copy(&mut self, s: &[u8]) {
+        if s.len() > self.buf.spare() {
+            self.make_room(s.len());
+        }
+        self.buf.push(s);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn make_room(&mut self, n: usize) {
+        let mut v = std::mem::take(&mut self.buf).into_vec();
+        if !v.is_empty() {
+            self.list.push_vec(v);
+            v = Vec::new();
+        }
+        v.reserve(n.max(BUF_BYTES));
+        self.buf = ByteCursor::new(v);
+    }
+
+    /// [`Writer::copy`]'s slow path: `cur` is the writer's buffer; returns the new one, holding
+    /// `s` (by value, so that the writer's locals keep no address).
+    #[cold]
+    #[inline(never)]
+    fn room_and_copy(&mut self, cur: ByteCursor, s: &[u8]) -> ByteCursor {
+        self.buf = cur;
+        self.copy(s);
+        std::mem::take(&mut self.buf)
+    }
+
+    /// Hands the buffered bytes to the list before a reference: a buffer of at least
+    /// `copy_below` bytes is moved in whole; a shorter one is copied into the list's scratch.
+    #[inline]
+    fn flush(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
+        let mut v = std::mem::take(&mut self.buf).into_vec();
+        if v.len() >= self.copy_below.max(1) {
+            self.list.push_vec(v);
+        } else {
+            self.list.push_copy(&v);
+            v.clear();
+            self.buf = ByteCursor::new(v);
+        }
+    }
+
+    /// A static piece by reference (generated code passes those of at least the copy
+    /// threshold; shorter ones go through [`Out::copy`]).
+    #[inline]
+    pub fn push_static(&mut self, s: &'static [u8]) {
+        self.flush();
+        self.list.push_static(s);
+    }
+
+    /// A static piece: referenced when at least the copy threshold long, copied otherwise.
+    #[inline]
+    pub fn static_or_copy(&mut self, s: &'static [u8]) {
+        if s.len() >= self.copy_below {
+            self.push_static(s);
+        } else {
+            self.copy(s);
+        }
+    }
+
+    /// Shared bytes: referenced when at least the copy threshold long, copied otherwise.
+    #[inline]
+    pub fn shared(&mut self, b: &Bytes) {
+        if b.len() >= self.copy_below {
+            self.flush();
+            self.list.push_bytes(b.clone());
+        } else {
+            self.copy(b);
+        }
+    }
+
+    /// An integer, formatted in place.
+    #[inline(always)]
+    pub fn int(&mut self, v: i64) {
+        int(self, v);
+    }
+
+    /// An unsigned integer, formatted in place: below 10,000 as a fixed-size copy of one to four
+    /// digits (pairs from a table), larger ones through `itoa`.
+    #[inline(always)]
+    pub fn uint(&mut self, v: u64) {
+        uint(self, v);
+    }
+
+    /// Borrowed text, HTML-escaped, copied.
+    #[inline]
+    pub fn escaped(&mut self, s: &[u8]) {
+        match first_special(s) {
+            None => self.copy(s),
+            Some(at) => self.escape_from(s, at),
+        }
+    }
+
+    #[inline(never)]
+    fn escape_from(&mut self, s: &[u8], mut at: usize) {
+        let mut start = 0;
+        loop {
+            self.copy(&s[start..at]);
+            self.copy(entity(s[at]));
+            start = at + 1;
+            match first_special(&s[start..]) {
+                Some(i) => at = start + i,
+                None => break,
+            }
+        }
+        self.copy(&s[start..]);
+    }
+
+    /// Shared text, HTML-escaped: clean runs of at least the copy threshold are referenced
+    /// (slices of `b`, no copy); the rest is copied.
+    pub fn escaped_shared(&mut self, b: &Bytes) {
+        if b.len() < self.copy_below {
+            return self.escaped(b);
+        }
+        let mut start = 0;
+        while start < b.len() {
+            let end = first_special(&b[start..]).map_or(b.len(), |i| start + i);
+            if end - start >= self.copy_below {
+                self.flush();
+                self.list.push_bytes(b.slice(start..end));
+            } else {
+                self.copy(&b[start..end]);
+            }
+            if end < b.len() {
+                self.copy(entity(b[end]));
+            }
+            start = end + 1;
+        }
+    }
+
+    /// Already-rendered HTML, shared: a short list is copied, a long one nested.
+    pub fn html(&mut self, html: &Arc<IoList>) {
+        if html.len() < self.copy_below {
+            for seg in html.segments() {
+                self.copy(seg);
+            }
+        } else {
+            self.flush();
+            self.list.push_shared_list(Arc::clone(html));
+        }
+    }
+
+    /// Already-rendered HTML, appended segment by segment (referenced segments stay referenced).
+    pub fn append(&mut self, html: &IoList) {
+        if html.len() < self.copy_below {
+            for seg in html.segments() {
+                self.copy(seg);
+            }
+        } else {
+            self.flush();
+            self.list.append(html);
+        }
+    }
+
+    /// A whole list moved in (a fallback render's output).
+    pub fn push_list(&mut self, list: IoList) {
+        self.flush();
+        self.list.push_list(list);
+    }
+
+    /// The output so far, as one list.
+    #[inline]
+    pub fn finish(mut self) -> IoList {
+        self.flush();
+        self.list
+    }
+}
+
+/// Where integers are formatted: [`Out`] and [`Writer`].
+trait Sink {
+    fn copy(&mut self, s: &[u8]);
+}
+
+impl Sink for Out {
+    #[inline(always)]
+    fn copy(&mut self, s: &[u8]) {
+        Out::copy(self, s);
+    }
+}
+
+impl Sink for Writer<'_> {
+    #[inline(always)]
+    fn copy(&mut self, s: &[u8]) {
+        Writer::copy(self, s);
+    }
+}
+
+#[inline(always)]
+fn int(out: &mut impl Sink, v: i64) {
+    if v >= 0 {
+        uint(out, v as u64);
+    } else {
+        out.copy(itoa::Buffer::new().format(v).as_bytes());
+    }
+}
+
+#[inline(always)]
+fn uint(out: &mut impl Sink, v: u64) {
+    if v < 10 {
+        out.copy(&[b'0' + v as u8]);
+    } else if v < 100 {
+        out.copy(&DIGITS[v as usize]);
+    } else if v < 1000 {
+        let [a, b] = DIGITS[(v % 100) as usize];
+        out.copy(&[b'0' + (v / 100) as u8, a, b]);
+    } else if v < 10_000 {
+        let [a, b] = DIGITS[(v / 100) as usize];
+        let [c, d] = DIGITS[(v % 100) as usize];
+        out.copy(&[a, b, c, d]);
+    } else {
+        out.copy(itoa::Buffer::new().format(v).as_bytes());
+    }
+}
+
+/// An [`Out`] being written by generated code: its buffer taken out of it for the writer's
+/// life, so that the write position stays in locals across the many small copies. Anything
+/// other than a copy goes through [`Writer::with_out`]; dropping the writer puts the buffer back.
+#[derive(Debug)]
+pub struct Writer<'a> {
+    out: &'a mut Out,
+    cur: ByteCursor,
+}
+
+impl Writer<'_> {
+    /// Bytes written so far.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.out.list.len() + self.cur.len()
+    }
+
+    /// True when nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies a small piece into the buffer, as [`Out::copy`].
+    #[inline(always)]
+    pub fn copy(&mut self, s: &[u8]) {
+        if s.len() <= self.cur.spare() {
+            self.cur.push(s);
+        } else {
+            let cur = std::mem::take(&mut self.cur);
+            self.cur = self.out.room_and_copy(cur, s);
+        }
+    }
+
+    /// Runs `f` on the whole output (buffer put back for it).
+    #[inline(always)]
+    pub fn with_out<R>(&mut self, f: impl FnOnce(&mut Out) -> R) -> R {
+        self.out.buf = std::mem::take(&mut self.cur);
+        let r = f(self.out);
+        self.cur = std::mem::take(&mut self.out.buf);
+        r
+    }
+
+    /// A static piece by reference, as [`Out::push_static`].
+    #[inline]
+    pub fn push_static(&mut self, s: &'static [u8]) {
+        self.with_out(|o| o.push_static(s));
+    }
+
+    /// An integer, formatted in place.
+    #[inline(always)]
+    pub fn int(&mut self, v: i64) {
+        int(self, v);
+    }
+
+    /// An unsigned integer, formatted in place.
+    #[inline(always)]
+    pub fn uint(&mut self, v: u64) {
+        uint(self, v);
+    }
+
+    /// Borrowed text, HTML-escaped, copied, as [`Out::escaped`].
+    #[inline]
+    pub fn escaped(&mut self, s: &[u8]) {
+        match first_special(s) {
+            None => self.copy(s),
+            Some(at) => self.with_out(|o| o.escape_from(s, at)),
+        }
+    }
+}
+
+impl Drop for Writer<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.out.buf = std::mem::take(&mut self.cur);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One write of generated code.
+    #[derive(Debug, Clone)]
+    enum Piece {
+        Copy(Vec<u8>),
+        Static(usize),
+        Int(i64),
+        Escaped(String),
+    }
+
+    static STATICS: [&[u8]; 2] = [&[b's'; 300], b"<short static>"];
+
+    fn piece() -> impl Strategy<Value = Piece> {
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..600).prop_map(Piece::Copy),
+            (0..STATICS.len()).prop_map(Piece::Static),
+            any::<i64>().prop_map(Piece::Int),
+            "[a-z<>&\"' ]{0,40}".prop_map(Piece::Escaped),
+        ]
+    }
+
+    fn write_out(out: &mut Out, p: &Piece) {
+        match p {
+            Piece::Copy(b) => out.copy(b),
+            Piece::Static(i) => out.static_or_copy(STATICS[*i]),
+            Piece::Int(v) => out.int(*v),
+            Piece::Escaped(s) => out.escaped(s.as_bytes()),
+        }
+    }
+
+    fn write_writer(w: &mut Writer<'_>, p: &Piece) {
+        match p {
+            Piece::Copy(b) => w.copy(b),
+            Piece::Static(i) if STATICS[*i].len() >= 256 => w.push_static(STATICS[*i]),
+            Piece::Static(i) => w.copy(STATICS[*i]),
+            Piece::Int(v) => w.int(*v),
+            Piece::Escaped(s) => w.escaped(s.as_bytes()),
+        }
+    }
+
+    proptest! {
+        /// Any sequence of writes through a [`Writer`] (which writes through `ByteCursor`'s
+        /// unchecked copies), dropped and re-made at arbitrary points, gives the bytes and the
+        /// length the same writes give through [`Out`] itself.
+        #[test]
+        fn writer_matches_out(
+            pieces in proptest::collection::vec(piece(), 0..60),
+            breaks in proptest::collection::vec(any::<bool>(), 60),
+            first_buf in 0usize..2048,
+        ) {
+            let mut want = Out::new(256, first_buf);
+            for p in &pieces {
+                write_out(&mut want, p);
+            }
+            let mut out = Out::new(256, first_buf);
+            let mut w = out.writer();
+            for (p, stop) in pieces.iter().zip(&breaks) {
+                write_writer(&mut w, p);
+                if *stop {
+                    let len = w.len();
+                    drop(w);
+                    prop_assert_eq!(out.len(), len);
+                    w = out.writer();
+                }
+            }
+            drop(w);
+            prop_assert_eq!(out.len(), want.len());
+            prop_assert_eq!(out.finish().to_vec(), want.finish().to_vec());
+        }
+    }
+
+    #[test]
+    fn writer_fills_buffers_and_puts_them_back() {
+        let mut out = Out::new(256, 0);
+        {
+            let mut w = out.writer();
+            for i in 0..5_000u64 {
+                w.copy(b"<td>");
+                w.uint(i);
+                w.copy(b"</td>");
+            }
+            w.with_out(|o| o.copy(b"|"));
+            w.escaped(b"a<b");
+            assert!(!w.is_empty());
+        }
+        let mut want = Vec::new();
+        for i in 0..5_000u64 {
+            want.extend_from_slice(format!("<td>{i}</td>").as_bytes());
+        }
+        want.extend_from_slice(b"|a&lt;b");
+        assert_eq!(out.len(), want.len());
+        assert_eq!(out.finish().to_vec(), want);
+    }
+
+    #[test]
+    fn escapes_and_copies() {
+        let mut out = Out::new(256, 0);
+        out.escaped(b"a<b>&\"c'd plain text longer than eight");
+        out.int(-42);
+        out.uint(7);
+        for v in [10, 99, 100, 999, 1000, 2015, 9999, 10_000, u64::MAX] {
+            out.copy(b",");
+            out.uint(v);
+        }
+        assert_eq!(
+            out.finish().to_vec(),
+            b"a&lt;b&gt;&amp;&quot;c&#39;d plain text longer than eight-427,10,99,100,999,1000,2015,9999,10000,18446744073709551615"
+        );
+    }
+
+    #[test]
+    fn long_clean_runs_are_referenced() {
+        let long = Bytes::from(format!("{}&{}", "x".repeat(300), "y".repeat(10)));
+        let mut out = Out::new(256, 0);
+        out.copy(b"<p>");
+        out.escaped_shared(&long);
+        let list = out.finish();
+        let segs: Vec<&[u8]> = list.segments().collect();
+        assert_eq!(segs[1].as_ptr(), long.as_ptr(), "the clean run is a slice");
+        let mut want = b"<p>".to_vec();
+        want.extend_from_slice(format!("{}&amp;{}", "x".repeat(300), "y".repeat(10)).as_bytes());
+        assert_eq!(list.to_vec(), want);
+    }
+
+    #[test]
+    fn full_buffers_become_segments_and_statics_stay_referenced() {
+        static BIG: [u8; 300] = [b'z'; 300];
+        let mut out = Out::new(256, 0);
+        for _ in 0..10_000 {
+            out.copy(b"<td>1</td>");
+        }
+        out.push_static(&BIG);
+        let list = out.finish();
+        assert_eq!(list.len(), 100_300);
+        let last = list.segments().last().unwrap();
+        assert_eq!(last.as_ptr(), BIG.as_ptr());
+        assert!(list.segment_count() < 20);
+    }
+}
