@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod assign;
 mod bench;
+mod compiled_pages;
 mod events;
 mod hops;
 mod html;

@@ -171,6 +171,7 @@ pub(crate) fn router(dir: &Path, options: SiteOptions) -> anyhow::Result<(Router
                 .unwrap_or_else(|_| Response::error(StatusCode::INTERNAL_SERVER_ERROR, "failed"))
         }
     });
+    router = crate::compiled_pages::routes(router, dir, &options)?;
     let reload = templates.clone();
     router = router.post("/templates/reload", move |req: Request| {
         let templates = reload.clone();
