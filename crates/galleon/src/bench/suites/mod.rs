@@ -7,6 +7,10 @@ use anyhow::bail;
 
 use super::measure::{Benchmark, Collector, Ctx, Skipped};
 
+mod cache;
+mod cache_http;
+mod cache_model;
+mod cache_tables;
 mod eventstore;
 mod http;
 mod iolist;
@@ -23,6 +27,10 @@ pub(crate) struct Suite {
     pub(crate) about: &'static str,
     /// Runs it.
     run: fn(&Ctx, &mut Collector) -> anyhow::Result<()>,
+    /// Part of a run without suite names (false: only when named, for a long suite).
+    pub(crate) in_default: bool,
+    /// Prints its own tables (the one-line-per-benchmark table is then left out).
+    pub(crate) own_table: bool,
 }
 
 /// Every suite, in the order of a default run (cheap in-process ones first).
@@ -31,33 +39,57 @@ pub(crate) const SUITES: &[Suite] = &[
         name: "iolist",
         about: "sender CPU of gathered writes of a 400 KB and a 4 KB I/O list to loopback, per write policy",
         run: iolist::run,
+        in_default: true,
+        own_table: false,
     },
     Suite {
         name: "templates",
         about: "rendering the site's pages to I/O lists",
         run: templates::run,
+        in_default: true,
+        own_table: false,
     },
     Suite {
         name: "http",
         about: "req/s and server CPU per request of a child `galleon serve` under a keep-alive load",
         run: http::run,
+        in_default: true,
+        own_table: false,
     },
     Suite {
         name: "eventstore",
         about: "append, read and catch-up on SQLite (and PostgreSQL with DATABASE_URL)",
         run: eventstore::run,
+        in_default: true,
+        own_table: false,
     },
     Suite {
         name: "offload",
         about: "the hop round trip of galleon-offload vs tokio's spawn_blocking",
         run: offload::run,
+        in_default: true,
+        own_table: false,
     },
     Suite {
         name: "rules",
         about: "one rules match and one deep copy of the site's rule set",
         run: rules::run,
+        in_default: true,
+        own_table: false,
+    },
+    Suite {
+        name: "cache",
+        about: "where hardware caching matters for a page of strings: set size, string length, copy vs reference, reference counts (seed 002)",
+        run: cache::run,
+        in_default: false,
+        own_table: true,
     },
 ];
+
+/// `galleon bench --cache-probe SPEC`: the cache suite's child under callgrind.
+pub(crate) fn cache_probe(spec: &str) -> anyhow::Result<()> {
+    cache::probe(spec)
+}
 
 /// The suite called `name`; an unknown name is an error listing the known ones.
 pub(crate) fn find(name: &str) -> anyhow::Result<&'static Suite> {
