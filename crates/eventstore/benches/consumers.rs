@@ -21,7 +21,7 @@
 //!    [`api::sse_frame`], as `galleon serve`: each live batch formatted once, its bytes shared),
 //!    each writing the frames to its own loopback TCP socket (127.0.0.1, pairs made here, a task reading and discarding the
 //!    other end), up to 64 ready frames per write as `galleon serve` does, while 8 writers
-//!    append 500-event batches paced at 1.25x what the floor could deliver (so the subscribers,
+//!    append 1,000-event batches paced at 1.25x what the floor could deliver (so the subscribers,
 //!    not the writers, should be the limit; the notes say which was). Floor, same run: 200
 //!    tasks writing the same kind of frames, made beforehand and grouped 64 per write, to 200
 //!    other socket pairs and doing nothing else. Rounds floor, subscribers, subscribers, floor;
@@ -93,7 +93,7 @@ const SSE_BATCH_EVENTS: usize = 64;
 const SSE_BATCH_BYTES: usize = 64 * 1024;
 /// Writer tasks of row 4, and events per append.
 const SSE_WRITERS: usize = 8;
-const SSE_APPEND_EVENTS: usize = 500;
+const SSE_APPEND_EVENTS: usize = 1_000;
 /// Row 4's offered append rate, as a multiple of the first floor round over the subscribers.
 const SSE_OFFER: f64 = 1.25;
 /// Row 4's target: delivered over floor.

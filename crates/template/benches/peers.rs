@@ -1,6 +1,7 @@
 //! galleon against sailfish, askama, tera 2 and minijinja, in the same groups, on the
 //! template-benchmarks-rs "big-table" (100x100 integers) and "teams" templates: render to bytes,
-//! and render-and-send of the big table over loopback TCP to a reader that discards.
+//! and render-and-send of the big table and of the site's 410 KB Blah page over loopback TCP to
+//! a reader that discards.
 //!
 //! `cargo bench -p galleon-template --features peers --bench peers`. Before timing, every row's
 //! output is checked byte for byte against galleon's. At the end it prints each row's time as a
@@ -137,6 +138,50 @@ struct CompiledTeams {
     year: i64,
     teams: Vec<Team>,
 }
+
+/// The site's Blah page (`site/pages/blah.html.eex`, 410 KB at `iters = 1000`), compiled.
+#[derive(galleon_template_derive::Template)]
+#[template(source = r#"<%= for a <- 1..@iters do %>
+BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
+BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
+BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
+
+BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
+BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
+BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
+<% end %>"#)]
+struct CompiledBlah {
+    iters: i64,
+}
+
+/// The same page in sailfish.
+#[derive(TemplateSimple)]
+#[template(source = r#"<% for _a in 1..=iters { %>
+BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
+BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
+BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
+
+BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
+BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
+BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
+<% } %>"#)]
+struct SailfishBlah {
+    iters: i64,
+}
+
+/// Blah's EEx source, for the runtime engine.
+const BLAH_EEX: &str = r#"<%= for a <- 1..@iters do %>
+BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
+BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
+BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
+
+BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
+BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
+BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
+<% end %>"#;
+
+/// Repeats of Blah's block: a 410 KB page, as `GET /blah?iters=1000` serves it.
+const BLAH_ITERS: i64 = 1000;
 
 #[derive(Serialize)]
 struct Team {
@@ -378,6 +423,60 @@ fn teams_group(c: &mut Criterion, p: &Peers) {
     render_group(c, "teams", &rows);
 }
 
+/// Render-and-send of a ~400 KB page: the runtime engine and the compiled path hand their list
+/// to the vectored writer (default policy: the block's text referenced, not copied); sailfish
+/// renders a `String` and writes it. Outputs are checked byte for byte first.
+fn send_blah(c: &mut Criterion) {
+    let engine = galleon_template::Engine::from_sources([("blah", BLAH_EEX)]).unwrap();
+    let mut assigns = galleon_template::Assigns::new();
+    assigns.insert("iters", galleon_template::Value::from(BLAH_ITERS));
+    let compiled = CompiledBlah { iters: BLAH_ITERS };
+    let runtime_bytes = engine.render("blah", &assigns).unwrap().to_vec();
+    assert!(
+        runtime_bytes.len() > 400_000,
+        "{} bytes",
+        runtime_bytes.len()
+    );
+    assert_eq!(
+        compiled.render().unwrap().to_vec(),
+        runtime_bytes,
+        "compiled Blah"
+    );
+    assert_eq!(
+        SailfishBlah { iters: BLAH_ITERS }
+            .render_once()
+            .unwrap()
+            .as_bytes(),
+        runtime_bytes,
+        "sailfish Blah"
+    );
+    let mut sock = common::loopback_sink();
+    let (mut w1, mut w2) = (
+        IoWriter::new(WritePolicy::default()),
+        IoWriter::new(WritePolicy::default()),
+    );
+    let mut g = c.benchmark_group("send-blah-400k");
+    g.bench_function("galleon", |b| {
+        b.iter(|| {
+            let page = engine.render("blah", &assigns).unwrap();
+            w1.write_all(&mut sock, &page).unwrap();
+        })
+    });
+    g.bench_function("galleon-compiled", |b| {
+        b.iter(|| {
+            let page = compiled.render().unwrap();
+            w2.write_all(&mut sock, &page).unwrap();
+        })
+    });
+    g.bench_function("sailfish", |b| {
+        b.iter(|| {
+            let page = SailfishBlah { iters: BLAH_ITERS }.render_once().unwrap();
+            sock.write_all(page.as_bytes()).unwrap();
+        })
+    });
+    g.finish();
+}
+
 /// Checks that every row renders galleon's bytes, then times each.
 fn render_group(c: &mut Criterion, group: &str, rows: &[(&str, RenderRow<'_>)]) {
     same_output(group, rows);
@@ -457,7 +556,7 @@ fn print_ratios() {
         head.push_str(&format!(" {name:>16}"));
     }
     println!("{head}");
-    for group in ["big-table", "teams", "send-big-table"] {
+    for group in ["big-table", "teams", "send-big-table", "send-blah-400k"] {
         let Some(base) = mean_ns(group, "galleon") else {
             continue;
         };
@@ -479,6 +578,7 @@ fn main() {
     let p = peers();
     big_table(&mut c, &p);
     teams_group(&mut c, &p);
+    send_blah(&mut c);
     c.final_summary();
     print_ratios();
 }
