@@ -8,23 +8,18 @@ use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+
+// The load generator and the serving-line parser are the http suite's.
+pub(super) use super::http::{load, serving_addr};
 
 /// How long a server may take to start listening.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long one read of a response may wait.
-const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Clock ticks per second in `/proc/PID/stat`.
 const USER_HZ: f64 = 100.0;
-/// Largest response head accepted.
-const MAX_HEAD: usize = 16 * 1024;
-
 /// Which server a target is sent to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Peer {
@@ -226,111 +221,6 @@ pub(crate) fn cpu_secs(pid: u32) -> anyhow::Result<f64> {
             .context("parsing /proc/PID/stat")
     };
     Ok((tick(11)? + tick(12)?) / USER_HZ)
-}
-
-/// The address in `galleon: serving DIR at http://127.0.0.1:PORT/ (...)`.
-pub(crate) fn serving_addr(line: &str) -> Option<SocketAddr> {
-    let rest = line.strip_prefix("galleon: serving ")?;
-    let at = rest.find(" at http://")? + " at http://".len();
-    let addr = &rest[at..];
-    addr[..addr.find('/')?].parse().ok()
-}
-
-/// Reads one response: status 200, `content-length` at least `min_len`, the whole body.
-async fn response(
-    s: &mut TcpStream,
-    buf: &mut Vec<u8>,
-    body: &mut [u8],
-    min_len: usize,
-) -> anyhow::Result<usize> {
-    buf.clear();
-    let mut chunk = [0u8; 16 * 1024];
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        if buf.len() > MAX_HEAD {
-            bail!("response head over {MAX_HEAD} bytes");
-        }
-        let n = tokio::time::timeout(READ_TIMEOUT, s.read(&mut chunk))
-            .await
-            .context("the server did not answer in time")??;
-        if n == 0 {
-            bail!("the server closed the connection");
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = std::str::from_utf8(&buf[..head_end]).context("response head not UTF-8")?;
-    if head.split(' ').nth(1) != Some("200") {
-        bail!("answered {}", head.lines().next().unwrap_or(""));
-    }
-    let len: usize = head
-        .lines()
-        .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.trim().parse().ok())
-        .context("response without content-length")?;
-    if len < min_len {
-        bail!("answered {len} bytes, expected at least {min_len}");
-    }
-    let mut left = len
-        .checked_sub(buf.len() - head_end)
-        .context("more bytes than the response's length")?;
-    while left > 0 {
-        let want = left.min(body.len());
-        let n = tokio::time::timeout(READ_TIMEOUT, s.read(&mut body[..want]))
-            .await
-            .context("the server stalled mid-body")??;
-        if n == 0 {
-            bail!("the server closed the connection mid-body");
-        }
-        left -= n;
-    }
-    Ok(len)
-}
-
-/// One connection: requests back to back until `deadline`; how many were answered.
-async fn connection(
-    addr: SocketAddr,
-    request: Arc<[u8]>,
-    min_len: usize,
-    deadline: tokio::time::Instant,
-) -> anyhow::Result<u64> {
-    let mut s = TcpStream::connect(addr).await.context("connecting")?;
-    s.set_nodelay(true)?;
-    let mut buf = Vec::with_capacity(MAX_HEAD);
-    let mut body = vec![0u8; 64 * 1024];
-    let mut n = 0u64;
-    while tokio::time::Instant::now() < deadline {
-        s.write_all(&request).await.context("sending a request")?;
-        response(&mut s, &mut buf, &mut body, min_len).await?;
-        n += 1;
-    }
-    Ok(n)
-}
-
-/// Drives `path` on `addr` with `conns` keep-alive connections for `dur`: (req/s, requests).
-pub(crate) async fn load(
-    addr: SocketAddr,
-    path: &str,
-    min_len: usize,
-    conns: usize,
-    dur: Duration,
-) -> anyhow::Result<(f64, u64)> {
-    let request: Arc<[u8]> =
-        format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nuser-agent: galleon-bench\r\n\r\n")
-            .into_bytes()
-            .into();
-    let start = tokio::time::Instant::now();
-    let deadline = start + dur;
-    let tasks: Vec<_> = (0..conns.max(1))
-        .map(|_| tokio::spawn(connection(addr, request.clone(), min_len, deadline)))
-        .collect();
-    let mut total = 0;
-    for t in tasks {
-        total += t.await.context("a load task panicked")??;
-    }
-    Ok((total as f64 / start.elapsed().as_secs_f64(), total))
 }
 
 #[cfg(test)]

@@ -125,7 +125,7 @@ impl Server {
 }
 
 /// The address in `galleon: serving DIR at http://127.0.0.1:PORT/ (...)`.
-fn serving_addr(line: &str) -> Option<SocketAddr> {
+pub(super) fn serving_addr(line: &str) -> Option<SocketAddr> {
     let rest = line.strip_prefix("galleon: serving ")?;
     let at = rest.find(" at http://")? + " at http://".len();
     let addr = &rest[at..];
@@ -213,8 +213,9 @@ async fn connection(
     Ok(n)
 }
 
-/// Drives `path` with `conns` connections for `dur`: (requests per second, requests).
-async fn load(
+/// Drives `path` on `addr` with `conns` keep-alive connections for `dur` (at least one):
+/// (requests per second, requests).
+pub(super) async fn load(
     addr: SocketAddr,
     path: &str,
     min_len: usize,
@@ -227,7 +228,7 @@ async fn load(
             .into();
     let start = tokio::time::Instant::now();
     let deadline = start + dur;
-    let tasks: Vec<_> = (0..conns)
+    let tasks: Vec<_> = (0..conns.max(1))
         .map(|_| tokio::spawn(connection(addr, request.clone(), min_len, deadline)))
         .collect();
     let mut total = 0;
