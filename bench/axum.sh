@@ -2,13 +2,15 @@
 # bench/axum.sh: galleon templates inside axum, against axum + askama and axum + minijinja, on
 # loopback only.
 #
-#   bench/axum.sh                    # 5 s per cell, 5 rounds (about 5 minutes in all)
+#   bench/axum.sh                    # 5 s per cell, 5 rounds (about 10 minutes in all)
 #   DUR=10 ROUNDS=7 bench/axum.sh    # longer
 #   DOOM=0 STRACE=0 INSTR=0 bench/axum.sh    # req/s only
 #
 # Servers (all axum 0.8 on hyper 1.x, release builds with fat LTO, TCP_NODELAY, 127.0.0.1):
 #   - galleon: crates/axum/examples/site (galleon-axum: a render as a few owned Bytes frames
 #     referencing the templates' text, content-length from the body's exact size);
+#   - galleon-compiled: the same binary (a second process), its `/compiled/...` routes: the same
+#     templates compiled into Rust by `#[derive(Template)]` (as askama compiles its own);
 #   - askama, minijinja: bench/peers/axum-peers (render to a String, return Html(String)).
 # Rows: /blah?iters=1000 (410 KB), /blah?iters=10 (4.1 KB), /big-table (100x100 integers).
 # First every page is fetched from every server and compared: same status, same body bytes,
@@ -43,6 +45,7 @@ P_GALLEON=${P_GALLEON:-4201}
 P_ASKAMA=${P_ASKAMA:-4202}
 P_JINJA=${P_JINJA:-4203}
 P_DOOM=${P_DOOM:-4204}
+P_COMPILED=${P_COMPILED:-4206}
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -97,7 +100,10 @@ start() { # name port command...
 start galleon "$P_GALLEON" "$GALLEON_AXUM" "127.0.0.1:$P_GALLEON" "$ROOT/site"
 start askama "$P_ASKAMA" "$PEERS" askama "127.0.0.1:$P_ASKAMA" "$ROOT/site"
 start minijinja "$P_JINJA" "$PEERS" minijinja "127.0.0.1:$P_JINJA" "$ROOT/site"
-SERVERS=(galleon askama minijinja)
+start galleon-compiled "$P_COMPILED" "$GALLEON_AXUM" "127.0.0.1:$P_COMPILED" "$ROOT/site"
+SERVERS=(galleon galleon-compiled askama minijinja)
+# Where each server has the rows' pages: the compiled ones under /compiled.
+declare -A PREFIX=([galleon]="" [galleon-compiled]=/compiled [askama]="" [minijinja]="")
 
 ROWS=("Blah 400 KB|/blah?iters=1000" "Blah 4 KB|/blah?iters=10" "big-table|/big-table")
 
@@ -105,13 +111,13 @@ echo "== checking that every server sends the same bytes" >&2
 for row in "${ROWS[@]}"; do
     target=${row#*|}
     for s in "${SERVERS[@]}"; do
-        curl -s -D "$TMP/$s.head" -o "$TMP/$s.body" "http://127.0.0.1:${PORT[$s]}$target"
+        curl -s -D "$TMP/$s.head" -o "$TMP/$s.body" "http://127.0.0.1:${PORT[$s]}${PREFIX[$s]}$target"
         # Status line and headers but date, lowercased, sorted.
         tr -d '\r' <"$TMP/$s.head" | grep -v '^$' | tr 'A-Z' 'a-z' | grep -v '^date:' | sort >"$TMP/$s.hdrs"
         grep -q '^date:' <(tr -d '\r' <"$TMP/$s.head" | tr 'A-Z' 'a-z') \
             || { echo "bench/axum.sh: $s sends no date header on $target" >&2; exit 1; }
     done
-    for s in askama minijinja; do
+    for s in galleon-compiled askama minijinja; do
         if ! cmp -s "$TMP/galleon.body" "$TMP/$s.body"; then
             echo "bench/axum.sh: $s's body for $target differs from galleon's:" >&2
             cmp "$TMP/galleon.body" "$TMP/$s.body" >&2 || true
@@ -131,17 +137,18 @@ ticks() { # pid: utime + stime in clock ticks
 }
 HZ=$(getconf CLK_TCK)
 
-declare -A RPS CPU RATIO_A RATIO_M LAST
+declare -A RPS CPU RATIO_A RATIO_M RATIO_CA LAST
 TIMEOUTS=""
 for round in $(seq 1 "$ROUNDS"); do
     for row in "${ROWS[@]}"; do
         name=${row%%|*}
         target=${row#*|}
         # Rotate the order each round, so no server always runs first (or after a given one).
-        order=("${SERVERS[@]:$((round % 3))}" "${SERVERS[@]:0:$((round % 3))}")
+        k=$((round % ${#SERVERS[@]}))
+        order=("${SERVERS[@]:$k}" "${SERVERS[@]:0:$k}")
         for s in "${order[@]}"; do
             t0=$(ticks "${PID[$s]}")
-            wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" "http://127.0.0.1:${PORT[$s]}$target" >"$TMP/wrk.out"
+            wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" "http://127.0.0.1:${PORT[$s]}${PREFIX[$s]}$target" >"$TMP/wrk.out"
             t1=$(ticks "${PID[$s]}")
             rps=$(awk '/^Requests\/sec:/ { print $2 }' "$TMP/wrk.out")
             reqs=$(awk '/requests in/ { print $1 }' "$TMP/wrk.out")
@@ -153,11 +160,12 @@ for round in $(seq 1 "$ROUNDS"); do
             [ -z "$timeouts" ] || TIMEOUTS+="  round $round, $name, $s: $timeouts requests timed out (over 2 s)"$'\n'
             RPS["$name|$s"]+=" $rps"
             CPU["$name|$s"]+=" $(awk -v d=$((t1 - t0)) -v n="$reqs" -v hz="$HZ" 'BEGIN { printf "%.1f", d / hz * 1e6 / n }')"
-            printf 'round %d  %-12s %-10s %10.1f req/s\n' "$round" "$name" "$s" "$rps" >&2
+            printf 'round %d  %-12s %-16s %10.1f req/s\n' "$round" "$name" "$s" "$rps" >&2
             LAST[$s]=$rps
         done
         RATIO_A["$name"]+=" $(awk -v x="${LAST[galleon]}" -v y="${LAST[askama]}" 'BEGIN { printf "%.3f", x / y }')"
         RATIO_M["$name"]+=" $(awk -v x="${LAST[galleon]}" -v y="${LAST[minijinja]}" 'BEGIN { printf "%.3f", x / y }')"
+        RATIO_CA["$name"]+=" $(awk -v x="${LAST[galleon-compiled]}" -v y="${LAST[askama]}" 'BEGIN { printf "%.3f", x / y }')"
     done
 done
 
@@ -171,14 +179,14 @@ if [ "$STRACE" = 1 ]; then
             strace -f -qq -c -e trace=write,writev,sendto,sendmsg -o "$TMP/strace.out" -p "${PID[$s]}" &
             st=$!
             sleep 1
-            wrk -t1 -c1 -d2s "http://127.0.0.1:${PORT[$s]}$target" >"$TMP/wrk.out"
+            wrk -t1 -c1 -d2s "http://127.0.0.1:${PORT[$s]}${PREFIX[$s]}$target" >"$TMP/wrk.out"
             kill -INT "$st"
             wait "$st" || true
             reqs=$(awk '/requests in/ { print $1 }' "$TMP/wrk.out")
             calls=$(awk '$NF ~ /^(write|writev|sendto|sendmsg)$/ { n += $4 } END { print n + 0 }' "$TMP/strace.out")
             detail=$(awk '$NF ~ /^(write|writev|sendto|sendmsg)$/ { printf "%s%s %s", sep, $NF, $4; sep = ", " }' "$TMP/strace.out")
             WRITES["$name|$s"]=$(awk -v c="$calls" -v n="$reqs" 'BEGIN { printf "%.2f", c / n }')
-            printf '%-12s %-10s %6d requests, %7d calls (%s): %s per response\n' \
+            printf '%-12s %-16s %6d requests, %7d calls (%s): %s per response\n' \
                 "$name" "$s" "$reqs" "$calls" "$detail" "${WRITES["$name|$s"]}" >&2
         done
     done
@@ -212,12 +220,12 @@ PY
     }
     for s in "${SERVERS[@]}"; do
         case $s in
-            galleon) cmd=("$GALLEON_AXUM" "127.0.0.1:$P_INSTR" "$ROOT/site") ;;
+            galleon | galleon-compiled) cmd=("$GALLEON_AXUM" "127.0.0.1:$P_INSTR" "$ROOT/site") ;;
             *) cmd=("$PEERS" "$s" "127.0.0.1:$P_INSTR" "$ROOT/site") ;;
         esac
         for row in "${ROWS[@]}"; do
             name=${row%%|*}
-            target=${row#*|}
+            target=${PREFIX[$s]}${row#*|}
             rm -f "$TMP"/cg.*
             valgrind --tool=callgrind --callgrind-out-file="$TMP/cg.%p" "${cmd[@]}" >/dev/null 2>"$TMP/vg.log" &
             vpid=$!
@@ -235,7 +243,7 @@ PY
             wait "$vpid" 2>/dev/null || true
             total=$(cat "$TMP"/cg.*.1 | awk '/^summary:/ { s += $2 } END { print s }')
             INSTRS["$name|$s"]=$((total / INSTR_N))
-            printf '%-12s %-10s %9d instructions per request\n' "$name" "$s" "${INSTRS["$name|$s"]}" >&2
+            printf '%-12s %-16s %9d instructions per request\n' "$name" "$s" "${INSTRS["$name|$s"]}" >&2
         done
     done
 fi
@@ -245,30 +253,33 @@ median3() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } E
 
 echo "axum 0.8 + hyper 1.x, wrk -t$THREADS -c$CONNS, ${DUR} s a cell, $ROUNDS rounds interleaved, medians; $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- crates/axum crates/iolist bench/peers/axum-peers 2>/dev/null || echo ' + uncommitted changes')"
 echo
-printf '| page | axum+galleon req/s | axum+askama req/s | axum+minijinja req/s | galleon ÷ askama | galleon ÷ minijinja | CPU µs/req (galleon / askama / minijinja) | user instructions/req (galleon / askama / minijinja) | writes/response (galleon / askama / minijinja) |\n'
-printf '|---|---|---|---|---|---|---|---|---|\n'
+printf '| page | axum+galleon req/s | axum+galleon compiled req/s | axum+askama req/s | axum+minijinja req/s | galleon ÷ askama | compiled ÷ askama | galleon ÷ minijinja | CPU µs/req (galleon / compiled / askama / minijinja) | user instructions/req (galleon / compiled / askama / minijinja) | writes/response (galleon / compiled / askama / minijinja) |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|\n'
 for row in "${ROWS[@]}"; do
     name=${row%%|*}
     g=$(median "${RPS["$name|galleon"]}")
+    c=$(median "${RPS["$name|galleon-compiled"]}")
     a=$(median "${RPS["$name|askama"]}")
     m=$(median "${RPS["$name|minijinja"]}")
-    printf '| %s | %s | %s | %s | %.2fx (%.2fx) | %.2fx (%.2fx) | %s / %s / %s | %s / %s / %s | %s / %s / %s |\n' "$name" "$g" "$a" "$m" \
+    printf '| %s | %s | %s | %s | %s | %.2fx (%.2fx) | %.2fx (%.2fx) | %.2fx (%.2fx) | %s / %s / %s / %s | %s / %s / %s / %s | %s / %s / %s / %s |\n' "$name" "$g" "$c" "$a" "$m" \
         "$(median3 "${RATIO_A["$name"]}")" "$(awk -v x="$g" -v y="$a" 'BEGIN { print x / y }')" \
+        "$(median3 "${RATIO_CA["$name"]}")" "$(awk -v x="$c" -v y="$a" 'BEGIN { print x / y }')" \
         "$(median3 "${RATIO_M["$name"]}")" "$(awk -v x="$g" -v y="$m" 'BEGIN { print x / y }')" \
-        "$(median "${CPU["$name|galleon"]}")" "$(median "${CPU["$name|askama"]}")" "$(median "${CPU["$name|minijinja"]}")" \
-        "${INSTRS["$name|galleon"]:--}" "${INSTRS["$name|askama"]:--}" "${INSTRS["$name|minijinja"]:--}" \
-        "${WRITES["$name|galleon"]:--}" "${WRITES["$name|askama"]:--}" "${WRITES["$name|minijinja"]:--}"
+        "$(median "${CPU["$name|galleon"]}")" "$(median "${CPU["$name|galleon-compiled"]}")" "$(median "${CPU["$name|askama"]}")" "$(median "${CPU["$name|minijinja"]}")" \
+        "${INSTRS["$name|galleon"]:--}" "${INSTRS["$name|galleon-compiled"]:--}" "${INSTRS["$name|askama"]:--}" "${INSTRS["$name|minijinja"]:--}" \
+        "${WRITES["$name|galleon"]:--}" "${WRITES["$name|galleon-compiled"]:--}" "${WRITES["$name|askama"]:--}" "${WRITES["$name|minijinja"]:--}"
 done
 echo
 echo "Ratios: median of the per-round ratios (in parentheses: ratio of the median req/s)."
 [ -z "$TIMEOUTS" ] || printf 'wrk timeouts:\n%s' "$TIMEOUTS"
-echo "req/s of each round, and galleon's per-round ratios:"
+echo "req/s of each round, and the per-round ratios:"
 for row in "${ROWS[@]}"; do
     for s in "${SERVERS[@]}"; do
         printf '  %-12s %-10s %s\n' "${row%%|*}" "$s" "${RPS["${row%%|*}|$s"]}"
     done
     printf '  %-12s %-10s %s\n' "${row%%|*}" "÷ askama" "${RATIO_A["${row%%|*}"]}"
     printf '  %-12s %-10s %s\n' "${row%%|*}" "÷ minijinja" "${RATIO_M["${row%%|*}"]}"
+    printf '  %-12s %-10s %s\n' "${row%%|*}" "compiled ÷ askama" "${RATIO_CA["${row%%|*}"]}"
 done
 
 if [ "$DOOM" = 1 ]; then

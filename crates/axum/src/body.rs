@@ -9,9 +9,12 @@ use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
 use galleon_iolist::{IoList, OwnedFrames, Owners, WritePolicy, to_frames};
-use galleon_template::RenderStream;
 use http_body::{Frame, SizeHint};
 use tokio::task::JoinHandle;
+
+/// A render handing out its output a chunk at a time: the engine's `RenderStream` or a
+/// compiled template's `Stream`.
+pub(crate) type Chunks = Box<dyn Iterator<Item = Result<IoList, galleon_template::Error>> + Send>;
 
 /// How lists become frames: the write policy's copy threshold, and the allocations the
 /// engine's renders pin (its templates' static text), so that those are referenced.
@@ -64,7 +67,7 @@ struct Streaming {
 
 enum Next {
     /// Not started: made outside a tokio runtime; starts at the first poll.
-    Idle(Box<RenderStream>),
+    Idle(Chunks),
     /// The next chunk, being computed on the blocking pool.
     Computing(JoinHandle<Step>),
     /// The render ended (or failed).
@@ -72,19 +75,16 @@ enum Next {
 }
 
 /// A chunk as frames (`None`: the render ended), and the render to continue from.
-type Step = (
-    Option<Result<OwnedFrames, galleon_template::Error>>,
-    RenderStream,
-);
+type Step = (Option<Result<OwnedFrames, galleon_template::Error>>, Chunks);
 
-fn step(mut render: RenderStream, framer: &Framer) -> Step {
+fn step(mut render: Chunks, framer: &Framer) -> Step {
     let item = render
         .next()
         .map(|chunk| chunk.map(|list| framer.frames(&list)));
     (item, render)
 }
 
-fn compute(render: RenderStream, framer: &Framer) -> JoinHandle<Step> {
+fn compute(render: Chunks, framer: &Framer) -> JoinHandle<Step> {
     let framer = framer.clone();
     tokio::task::spawn_blocking(move || step(render, &framer))
 }
@@ -103,14 +103,10 @@ impl PageBody {
     /// A streamed page: `first` (what was rendered already, if anything), then `rest`'s chunks.
     /// The first chunk of `rest` starts computing now when there is a tokio runtime, else at
     /// the first poll.
-    pub(crate) fn streaming(
-        first: Option<OwnedFrames>,
-        rest: RenderStream,
-        framer: Framer,
-    ) -> PageBody {
+    pub(crate) fn streaming(first: Option<OwnedFrames>, rest: Chunks, framer: Framer) -> PageBody {
         let next = match tokio::runtime::Handle::try_current() {
             Ok(_) => Next::Computing(compute(rest, &framer)),
-            Err(_) => Next::Idle(Box::new(rest)),
+            Err(_) => Next::Idle(rest),
         };
         PageBody {
             state: State::Streaming(Box::new(Streaming {
@@ -225,7 +221,7 @@ impl Streaming {
                     let Next::Idle(render) = std::mem::replace(&mut self.next, Next::Done) else {
                         unreachable!("matched Idle above");
                     };
-                    self.next = Next::Computing(compute(*render, &self.framer));
+                    self.next = Next::Computing(compute(render, &self.framer));
                     continue;
                 }
             };
@@ -329,7 +325,7 @@ mod tests {
             Engine::from_source("t", "<%= for i <- 1..@n do %><%= i %>,<% end %>").unwrap();
         let n = |k: &str| (k == "n").then(|| 20_000.into());
         let render = engine.stream_with("t", n, 4096).unwrap();
-        let body = PageBody::streaming(None, render, framer(&engine));
+        let body = PageBody::streaming(None, Box::new(render), framer(&engine));
         assert!(body.is_streaming());
         assert_eq!(body.size_hint().exact(), None);
         let (out, frames, err) = collect(body).await;
@@ -345,7 +341,7 @@ mod tests {
         let n = |k: &str| (k == "n").then(|| 100.into());
         let body = PageBody::streaming(
             None,
-            engine.stream_with("t", n, 64).unwrap(),
+            Box::new(engine.stream_with("t", n, 64).unwrap()),
             framer(&engine),
         );
         assert!(format!("{body:?}").contains("idle"));
@@ -369,7 +365,8 @@ mod tests {
         let render = engine
             .stream_with("t", |k| (k == "xs").then(|| xs.clone()), 1024)
             .unwrap();
-        let (out, _, err) = collect(PageBody::streaming(None, render, framer(&engine))).await;
+        let (out, _, err) =
+            collect(PageBody::streaming(None, Box::new(render), framer(&engine))).await;
         assert_eq!(err, Some(BodyError::Render));
         assert!(out.starts_with(b"1,2,3,"));
         assert!(out.len() > 1024);

@@ -11,6 +11,8 @@
 //! - [`Page`]: what a handler returns; `IntoResponse` with `content-type: text/html;
 //!   charset=utf-8`. Its body is a [`PageBody`], an [`http_body::Body`] a hyper service can
 //!   also return directly ([`Page::into_http`]).
+//! - [`Compiled`]: a template compiled into Rust (`#[derive(Template)]`, crate
+//!   `galleon-template-derive`) as a handler's return value, with the same bodies.
 //! - [`RenderError`]: a failed render as a response: `500`, the error logged through `tracing`
 //!   (template name, line, source), and none of it in the body.
 //!
@@ -46,10 +48,12 @@
 #![forbid(unsafe_code)]
 
 mod body;
+pub mod compiled;
 mod page;
 mod templates;
 
 pub use body::{BodyError, PageBody};
+pub use compiled::Compiled;
 pub use page::{Page, RenderError};
 pub use templates::{DEFAULT_CHUNK_BYTES, DEFAULT_FULL_BODY_MAX, Templates};
 

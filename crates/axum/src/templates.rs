@@ -168,7 +168,7 @@ impl Templates {
             Rendered::Whole(list) => PageBody::whole(inner.framer.frames(&list)),
             Rendered::Streaming { first, rest } => PageBody::streaming(
                 Some(inner.framer.frames(&first)),
-                *rest,
+                rest,
                 inner.framer.clone(),
             ),
         }))
@@ -220,7 +220,7 @@ impl Templates {
             .stream_with(template, assign, inner.chunk_bytes)?;
         Ok(Page::new(PageBody::streaming(
             None,
-            render,
+            Box::new(render),
             inner.framer.clone(),
         )))
     }

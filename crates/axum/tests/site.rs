@@ -220,3 +220,55 @@ fn whole_pages_are_few_frames_and_blah_references_its_template_text() {
     let n = table.body().frame_count().unwrap();
     assert!(n <= 15, "big-table: {n} frames, more than one hyper flush");
 }
+
+#[test]
+fn compiled_pages_are_the_runtime_pages_bytes() {
+    let addr = site();
+    for iters in [1, 10, 1000] {
+        let want = galleon_render("blah", &[("iters", Value::Int(iters))]);
+        assert_whole(&get(addr, &format!("/compiled/blah?iters={iters}")), &want);
+    }
+    assert_whole(
+        &get(addr, "/compiled/big-table"),
+        &galleon_render("big-table", &[]),
+    );
+    let want = galleon_render("doom", &[("iters", Value::Int(1000))]);
+    assert_whole(&get(addr, "/compiled/doom?iters=1000"), &want);
+}
+
+#[test]
+fn a_long_compiled_doom_is_streamed_chunked_and_complete() {
+    let want = galleon_render("doom", &[("iters", Value::Int(50_000))]);
+    let r = get(site(), "/compiled/doom?iters=50000");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+    assert_eq!(r.header("content-length"), None);
+    assert!(
+        r.body == want,
+        "streamed body differs from galleon's render"
+    );
+}
+
+#[test]
+fn a_compiled_render_error_is_a_500_that_shows_no_source() {
+    for target in ["/compiled/blah?iters=%22many%22", "/compiled/blah"] {
+        let r = get(site(), target);
+        assert_eq!(r.status, 500, "{target}");
+        assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
+        says_nothing(&r.text(), "for a <- 1..@iters");
+    }
+}
+
+#[test]
+fn a_compiled_blah_references_its_static_text() {
+    let page = galleon_axum::compiled::page(app::Blah {
+        iters: Value::Int(1000),
+    })
+    .unwrap();
+    assert_eq!(page.body().len(), Some(410_000));
+    let n = page.body().frame_count().unwrap();
+    assert!(
+        n <= 15,
+        "compiled Blah: {n} frames, more than one hyper flush"
+    );
+}
