@@ -34,7 +34,7 @@ impl Ord for Str {
 /// The first bytes of `s` (at most 8) as a big-endian integer, zero-padded: two overlapping
 /// loads for 4 to 8 bytes, no `memcpy` call.
 #[inline(always)]
-fn prefix8(s: &[u8]) -> u64 {
+pub(crate) fn prefix8(s: &[u8]) -> u64 {
     if let Some(c) = s.first_chunk::<8>() {
         u64::from_be_bytes(*c)
     } else if let (Some(h), Some(l)) = (s.first_chunk::<4>(), s.last_chunk::<4>()) {

@@ -71,13 +71,43 @@ pub(super) fn copy_into(dst: &mut [u8], src: &[u8]) {
 }
 
 /// True when HTML escaping leaves `s` as it is (no `&` `<` `>` `"` `'`, the bytes
-/// `galleon_iolist::needs_escape` looks for). In line, without early exit, so that the
-/// compiler can check a short string several bytes at a time.
+/// `galleon_iolist::needs_escape` looks for). Eight bytes at a time, without early exit: a
+/// short string (a name, a title) is a word or two of arithmetic, not a loop over its bytes.
 #[inline(always)]
 pub(super) fn clean(s: &[u8]) -> bool {
-    !s.iter().fold(false, |dirty, &b| {
-        dirty | matches!(b, b'&' | b'<' | b'>' | b'"' | b'\'')
-    })
+    let mut chunks = s.chunks_exact(8);
+    let mut dirty = 0;
+    for c in &mut chunks {
+        if let Ok(w) = <[u8; 8]>::try_from(c) {
+            dirty |= specials(u64::from_le_bytes(w));
+        }
+    }
+    // The last bytes, as a word of them and zeros (repeats and zeros match nothing new):
+    // overlapping loads rather than a copy sized at run time.
+    let rest = chunks.remainder();
+    let n = rest.len();
+    let last = if n == 0 {
+        0
+    } else if let Some(w) = s.last_chunk::<8>() {
+        u64::from_le_bytes(*w)
+    } else if let (Some(h), Some(l)) = (rest.first_chunk::<4>(), rest.last_chunk::<4>()) {
+        u64::from(u32::from_le_bytes(*h)) | u64::from(u32::from_le_bytes(*l)) << 32
+    } else {
+        u64::from(rest[0]) | u64::from(rest[n / 2]) << 8 | u64::from(rest[n - 1]) << 16
+    };
+    (dirty | specials(last)) == 0
+}
+
+/// Non-zero when a byte of `w` is `"` (0x22), `&` (0x26), `'` (0x27), `<` (0x3C) or `>`
+/// (0x3E): three exact zero-byte tests, on `w`, `w | 1` and `w | 2` against 0x22, 0x27, 0x3E.
+#[inline(always)]
+fn specials(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+    zero(w ^ (0x22 * ONES))
+        | zero((w | ONES) ^ (0x27 * ONES))
+        | zero((w | (2 * ONES)) ^ (0x3E * ONES))
 }
 
 /// Writes `v` in decimal at the start of `dst` (at least [`MAX_INT_LEN`] bytes); returns its
@@ -409,6 +439,21 @@ mod tests {
         }
         out.finish();
         assert_eq!(list.to_vec(), want);
+    }
+
+    #[test]
+    fn clean_finds_exactly_the_escaped_bytes() {
+        for b in 0..=255u8 {
+            let special = matches!(b, b'&' | b'<' | b'>' | b'"' | b'\'');
+            for len in 1..20 {
+                for at in 0..len {
+                    let mut s = vec![b'a'; len];
+                    s[at] = b;
+                    assert_eq!(clean(&s), !special, "{b:#x} at {at} of {len}");
+                }
+            }
+        }
+        assert!(clean(b""));
     }
 
     #[test]

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 use smallvec::SmallVec;
 
-use super::frame::{Frame, Loop, fast_cond, field, int_cmp, lookup_in, set_int};
+use super::frame::{FieldKey, Frame, Loop, fast_cond, int_cmp, lookup_in, set_int};
 use super::out::{MAX_INT_LEN, Out, clean, copy_into, emit, write_int};
 use crate::ast::BinOp;
 use crate::error::{Error, ErrorKind};
 use crate::program::{Bind, Code, CodeKind, Instr, Op, Program};
-use crate::value::{Str, Value};
+use crate::value::Value;
 
 /// How [`run`] left the loop.
 pub(super) enum Exit {
@@ -216,7 +216,7 @@ pub(super) fn run(
                 for item in items.iter().skip(from).take(n) {
                     let found = match src {
                         Src::Field(key) => match item {
-                            Value::Map(m) => field(m, key),
+                            Value::Map(m) => key.get(m),
                             _ => None,
                         },
                         _ => Some(item),
@@ -243,7 +243,7 @@ pub(super) fn run(
                     let found = match st.src {
                         Src::Item => Some(item),
                         Src::Field(key) => match item {
-                            Value::Map(m) => field(m, key),
+                            Value::Map(m) => key.get(m),
                             _ => None,
                         },
                         Src::Path(code) => lookup_in(locals, assigns, code),
@@ -302,7 +302,7 @@ pub(super) fn run(
                 let found = match st.src {
                     Src::Item => Some(item),
                     Src::Field(key) => match item {
-                        Value::Map(m) => field(m, key),
+                        Value::Map(m) => key.get(m),
                         _ => None,
                     },
                     Src::Path(code) => lookup_in(locals, assigns, code),
@@ -333,7 +333,7 @@ pub(super) fn run(
                     let found = match st.src {
                         Src::Item => Some(item),
                         Src::Field(key) => match item {
-                            Value::Map(m) => field(m, key),
+                            Value::Map(m) => key.get(m),
                             _ => None,
                         },
                         Src::Path(code) => lookup_in(locals, assigns, code),
@@ -445,7 +445,7 @@ enum Src<'p> {
     /// The loop's element.
     Item,
     /// A key of the loop's element.
-    Field(&'p Str),
+    Field(FieldKey<'p>),
     /// Any other path, looked up in the frame.
     Path(&'p Code),
 }
@@ -560,7 +560,7 @@ fn element_src(code: &Code, item: Option<usize>) -> Option<Src<'_>> {
     match &code.kind {
         CodeKind::Local(s) if *s == item => Some(Src::Item),
         CodeKind::Field(inner, key) if matches!(inner.kind, CodeKind::Local(s) if s == item) => {
-            Some(Src::Field(key))
+            Some(Src::Field(FieldKey::new(key)))
         }
         _ => None,
     }
