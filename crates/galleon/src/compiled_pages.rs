@@ -260,6 +260,7 @@ mod tests {
         SiteOptions {
             stream_chunk: 4096,
             full_body_max,
+            value_copy_below: galleon_template::DEFAULT_VALUE_COPY_BELOW,
             limits: Limits::default(),
             watch: false,
             cpu,

@@ -47,6 +47,10 @@ pub(crate) struct Args {
     /// ones are streamed in `--chunk-bytes` chunks (the most of a page a connection holds).
     #[arg(long, default_value_t = crate::site::DEFAULT_FULL_BODY_MAX, value_name = "BYTES")]
     full_body_max: usize,
+    /// Strings and safe HTML from assigns shorter than this are copied into the render's buffer,
+    /// longer ones referenced (one reference count each); 0 references every one.
+    #[arg(long, default_value_t = galleon_template::DEFAULT_VALUE_COPY_BELOW, value_name = "BYTES")]
+    value_copy_below: usize,
     /// Template work allowed per render (per chunk of a streamed page): operations plus
     /// expression nodes evaluated; past it the render fails (500, or 400 when the query's values
     /// caused it).
@@ -384,6 +388,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let site_options = crate::site::SiteOptions {
         stream_chunk: args.chunk_bytes,
         full_body_max: args.full_body_max,
+        value_copy_below: args.value_copy_below,
         limits: galleon_template::Limits {
             max_steps: args.max_template_steps,
             max_depth: args.max_partial_depth,

@@ -24,7 +24,7 @@ use galleon_iolist::escape_html_copy_into;
 use galleon_offload::{Kind, Pool};
 use galleon_template::{Assigns, ErrorKind, Limits, Rendered, Value};
 
-use crate::templates::Templates;
+use crate::templates::{CopyBelow, Templates};
 
 /// A page that ends within this many bytes is sent whole with `content-length`; a longer one is
 /// streamed. 4 MiB: ten times the seed's largest page (410 KB), small enough that 1000
@@ -38,6 +38,8 @@ pub(crate) struct SiteOptions {
     pub(crate) stream_chunk: usize,
     /// Pages that end within this many bytes are sent whole; longer ones are streamed.
     pub(crate) full_body_max: usize,
+    /// `--value-copy-below`: values' strings shorter than this are copied at render time.
+    pub(crate) value_copy_below: usize,
     /// The template engine's step and nesting limits.
     pub(crate) limits: Limits,
     /// `--watch`: recompile changed templates, and show a compile error on the pages.
@@ -58,8 +60,7 @@ pub(crate) const DEFAULT_STREAM_CHUNK: usize = 256 * 1024;
 /// 256, every `/blah-split` render copied its 410 KB into a fresh scratch buffer and was much
 /// slower than `/blah` (`bench/results/http.txt`);
 /// the issue asks for the two within 5%.
-/// Values under 64 bytes (numbers, names) are still copied at render time, where one copy is
-/// cheaper than a segment.
+/// Values (assigns) have their own threshold, `--value-copy-below` (4 KiB by default).
 pub(crate) const SERVE_COPY_BELOW: usize = 64;
 
 /// `/doom` without `?iters=`: the seed's full Template of Doom, 100,000,000 iterations (30 GB).
@@ -112,7 +113,11 @@ struct Page {
 /// Builds the site's router from `dir` (`pages/`, `data/`, `static/`, `layout.html.eex`), and
 /// the templates it renders with (for the reload triggers).
 pub(crate) fn router(dir: &Path, options: SiteOptions) -> anyhow::Result<(Router, Templates)> {
-    let templates = Templates::load(dir, SERVE_COPY_BELOW, options.limits, options.watch)?;
+    let copy = CopyBelow {
+        text: SERVE_COPY_BELOW,
+        values: options.value_copy_below,
+    };
+    let templates = Templates::load(dir, copy, options.limits, options.watch)?;
     let pages = templates.pages().to_vec();
     let mut data = HashMap::new();
     for page in &pages {
@@ -411,6 +416,7 @@ mod tests {
         let options = SiteOptions {
             stream_chunk: DEFAULT_STREAM_CHUNK,
             full_body_max: DEFAULT_FULL_BODY_MAX,
+            value_copy_below: galleon_template::DEFAULT_VALUE_COPY_BELOW,
             limits: Limits::default(),
             watch: false,
             cpu,

@@ -45,7 +45,7 @@ struct Inner {
     dir: PathBuf,
     /// Page names (`blah` for `pages/blah.html.eex`), fixed at start: they are the routes.
     pages: Vec<String>,
-    copy_below: usize,
+    copy: CopyBelow,
     limits: Limits,
     /// `--watch`: a failed compile is shown on the pages (to loopback peers).
     watch: bool,
@@ -59,12 +59,12 @@ impl Templates {
     /// Compiles every `*.eex` under `dir`; the pages are its `pages/NAME.html.eex`.
     pub(crate) fn load(
         dir: &Path,
-        copy_below: usize,
+        copy: CopyBelow,
         limits: Limits,
         watch: bool,
     ) -> anyhow::Result<Templates> {
         let seen = fingerprint(dir);
-        let engine = compile(dir, copy_below, limits).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let engine = compile(dir, copy, limits).map_err(|e| anyhow::anyhow!("{e}"))?;
         let mut pages: Vec<String> = engine
             .names()
             .filter_map(|n| n.strip_prefix("pages/")?.strip_suffix(".html.eex"))
@@ -77,7 +77,7 @@ impl Templates {
             inner: Arc::new(Inner {
                 dir: dir.to_owned(),
                 pages,
-                copy_below,
+                copy,
                 limits,
                 watch,
                 shared: Shared::new(Compiled {
@@ -145,7 +145,7 @@ impl Templates {
 
     fn compile_and_swap(&self) -> Result<u64, String> {
         let inner = &*self.inner;
-        let built = compile(&inner.dir, inner.copy_below, inner.limits)
+        let built = compile(&inner.dir, inner.copy, inner.limits)
             .and_then(|engine| Ok((page_ids(&engine, &inner.pages)?, engine)));
         match built {
             Ok((ids, engine)) => {
@@ -178,15 +178,30 @@ impl Templates {
     }
 }
 
-/// The site's engine from `dir`, with the server's copy threshold and limits.
-fn compile(
-    dir: &Path,
-    copy_below: usize,
-    limits: Limits,
-) -> Result<Engine, galleon_template::Error> {
+/// The site's engine from `dir`, with the server's copy thresholds and limits.
+fn compile(dir: &Path, copy: CopyBelow, limits: Limits) -> Result<Engine, galleon_template::Error> {
     Ok(Engine::load(dir)?
-        .with_copy_below(copy_below)
+        .with_copy_below(copy.text)
+        .with_value_copy_below(copy.values)
         .with_limits(limits))
+}
+
+/// The engine's copy thresholds: static text ([`Engine::copy_below`]) and values
+/// ([`Engine::value_copy_below`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CopyBelow {
+    pub(crate) text: usize,
+    pub(crate) values: usize,
+}
+
+impl CopyBelow {
+    /// `text` for static text, the engine's default for values.
+    pub(crate) fn text(text: usize) -> CopyBelow {
+        CopyBelow {
+            text,
+            values: galleon_template::DEFAULT_VALUE_COPY_BELOW,
+        }
+    }
 }
 
 /// Each page's template in `engine`: an error when one is gone (the routes are fixed at start,
@@ -250,7 +265,7 @@ mod tests {
     #[test]
     fn a_broken_version_keeps_the_old_one_and_a_fixed_one_replaces_it() {
         let dir = site("v1");
-        let t = Templates::load(dir.path(), 64, Limits::default(), false).unwrap();
+        let t = Templates::load(dir.path(), CopyBelow::text(64), Limits::default(), false).unwrap();
         assert_eq!(t.pages(), ["p"]);
         assert_eq!(t.reload_if_changed(), None);
 
@@ -273,7 +288,7 @@ mod tests {
     #[test]
     fn under_watch_a_broken_version_is_marked_until_fixed() {
         let dir = site("v1");
-        let t = Templates::load(dir.path(), 64, Limits::default(), true).unwrap();
+        let t = Templates::load(dir.path(), CopyBelow::text(64), Limits::default(), true).unwrap();
         std::fs::write(dir.path().join("pages/p.html.eex"), "<%= @x + %>").unwrap();
         assert!(t.reload().is_err());
         let c = t.snapshot();
@@ -289,7 +304,7 @@ mod tests {
     #[test]
     fn a_removed_page_is_refused() {
         let dir = site("v1");
-        let t = Templates::load(dir.path(), 64, Limits::default(), false).unwrap();
+        let t = Templates::load(dir.path(), CopyBelow::text(64), Limits::default(), false).unwrap();
         std::fs::rename(
             dir.path().join("pages/p.html.eex"),
             dir.path().join("pages/q.html.eex"),

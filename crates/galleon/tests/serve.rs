@@ -208,6 +208,48 @@ fn trace_command_prints_the_writes_of_one_response() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--trace-endpoint on"));
 }
 
+/// `--value-copy-below`: the pool's 65-byte strings are copied into the render's buffer by
+/// default (a few iovecs for the page), referenced one by one under `--value-copy-below 0`; the
+/// bytes are the same.
+#[test]
+fn value_copy_threshold_is_a_flag() {
+    let iovecs = |extra: &[&str]| {
+        let mut args = vec!["--trace-endpoint", "on"];
+        args.extend_from_slice(extra);
+        let s = ServeProcess::start(&args);
+        let out = galleon()
+            .args([
+                "trace",
+                "/static-strings?count=40",
+                "--addr",
+                &s.addr.to_string(),
+                "--write-policy",
+                "vectored",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let n = text
+            .split(" iovecs=")
+            .nth(1)
+            .and_then(|t| t.split(' ').next())
+            .and_then(|n| n.parse::<usize>().ok());
+        n.unwrap_or_else(|| panic!("no iovec count in {text}"))
+    };
+    let copied = iovecs(&[]);
+    let referenced = iovecs(&["--value-copy-below", "0"]);
+    assert!(copied <= 4, "{copied} iovecs with the strings copied");
+    assert!(
+        referenced >= 40,
+        "{referenced} iovecs with the strings referenced"
+    );
+}
+
 #[test]
 fn trace_writes_logs_every_call() {
     let s = ServeProcess::start(&["--trace-writes", "--write-policy", "vectored"]);

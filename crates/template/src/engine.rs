@@ -12,7 +12,8 @@ use crate::error::{Error, ErrorKind, Location};
 use crate::function::{Function, IntoFunction};
 use crate::program::{Catalog, Config, Program};
 pub use crate::program::{
-    DEFAULT_COPY_BELOW, DEFAULT_MAX_DEPTH, DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STEPS, Limits,
+    DEFAULT_COPY_BELOW, DEFAULT_MAX_DEPTH, DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STEPS,
+    DEFAULT_VALUE_COPY_BELOW, Limits,
 };
 use crate::value::{Assigns, Value};
 use crate::vm::{Programs, Vm};
@@ -100,6 +101,7 @@ impl fmt::Debug for Engine {
             )
             .field("limits", &self.config.limits)
             .field("copy_below", &self.config.copy_below)
+            .field("value_copy_below", &self.config.value_copy_below)
             .finish()
     }
 }
@@ -166,6 +168,7 @@ impl Engine {
             config: Config {
                 limits: Limits::default(),
                 copy_below: DEFAULT_COPY_BELOW,
+                value_copy_below: DEFAULT_VALUE_COPY_BELOW,
             },
         })
     }
@@ -192,6 +195,20 @@ impl Engine {
     /// The copy threshold in force.
     pub fn copy_below(&self) -> usize {
         self.config.copy_below
+    }
+
+    /// The same templates with another copy threshold for values (see
+    /// [`DEFAULT_VALUE_COPY_BELOW`]): strings and safe HTML from assigns shorter than `bytes` are
+    /// copied into the render's buffer, longer ones referenced. Static text keeps
+    /// [`Engine::copy_below`].
+    pub fn with_value_copy_below(mut self, bytes: usize) -> Engine {
+        self.config.value_copy_below = bytes;
+        self
+    }
+
+    /// The copy threshold for values in force.
+    pub fn value_copy_below(&self) -> usize {
+        self.config.value_copy_below
     }
 
     /// Template names, sorted.

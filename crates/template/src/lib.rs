@@ -124,9 +124,12 @@
 //! `<td><%= x %>` is one dispatch and the Template of Doom's loop is one instruction per
 //! iteration. Constant output (`<%= "" %>`) is folded into the text, so the seed's two Blah
 //! templates compile to the same program. Rendering walks the instructions once:
-//! - a static piece or a string value at least [`Engine::copy_below`] bytes long
-//!   ([`DEFAULT_COPY_BELOW`] = 256, like the BEAM's `ERL_SMALL_IO_BIN_LIMIT`) costs one
-//!   reference-count increment and one segment: two renders hand out the same addresses;
+//! - a static piece at least [`Engine::copy_below`] bytes long ([`DEFAULT_COPY_BELOW`] = 256,
+//!   like the BEAM's `ERL_SMALL_IO_BIN_LIMIT`) costs one segment and no reference count (the
+//!   template's text is pinned once per render): two renders hand out the same addresses;
+//! - a string or safe HTML value is copied below [`Engine::value_copy_below`]
+//!   ([`DEFAULT_VALUE_COPY_BELOW`] = 4 KiB), referenced (one reference count, one segment) from
+//!   there up: a short value's count costs more than its copy (`galleon bench cache`);
 //! - shorter pieces, numbers and entities are copied into a buffer of a few kilobytes that
 //!   becomes one segment when full (moved into the list, not copied again), so a 100x100 table is
 //!   a few dozen segments, not 30,000;
@@ -177,8 +180,9 @@ pub mod syntax {
 }
 
 pub use engine::{
-    DEFAULT_COPY_BELOW, DEFAULT_MAX_DEPTH, DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STEPS, Engine,
-    EngineBuilder, Limits, RenderStream, Rendered, TemplateId, TemplateRef,
+    DEFAULT_COPY_BELOW, DEFAULT_MAX_DEPTH, DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STEPS,
+    DEFAULT_VALUE_COPY_BELOW, Engine, EngineBuilder, Limits, RenderStream, Rendered, TemplateId,
+    TemplateRef,
 };
 pub use error::{Error, ErrorKind, Location};
 pub use function::{FromValue, IntoFunction, IntoResult};

@@ -308,6 +308,13 @@ pub const DEFAULT_MAX_DEPTH: usize = 64;
 /// referenced). Figures: `bench/results/`.
 pub const DEFAULT_COPY_BELOW: usize = 256;
 
+/// Default `Engine::value_copy_below`, in bytes: strings and safe HTML from assigns shorter than
+/// this are copied into the render's buffer instead of referenced. A reference to a value costs a
+/// reference count on the value's own cache line, a segment, and (under 4 KiB, the write
+/// policy's `coalesce_below`) a copy at write time anyway; `galleon bench cache` measured the copy
+/// cheaper at every string length up to 4 KiB and every working-set size.
+pub const DEFAULT_VALUE_COPY_BELOW: usize = 4096;
+
 /// Bounds on one render, so that no template runs forever or eats memory silently.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -336,6 +343,7 @@ impl Default for Limits {
 pub(crate) struct Config {
     pub(crate) limits: Limits,
     pub(crate) copy_below: usize,
+    pub(crate) value_copy_below: usize,
 }
 
 /// Every compiled template, by index and by name.

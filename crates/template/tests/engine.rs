@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use galleon_iolist::{IoList, SegmentKind};
-use galleon_template::{Assigns, Engine, Limits, RenderStream, Value};
+use galleon_template::{Assigns, DEFAULT_VALUE_COPY_BELOW, Engine, Limits, RenderStream, Value};
 
 fn site() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../site")
@@ -189,7 +189,8 @@ fn a_100x100_table_is_a_handful_of_segments() {
 #[test]
 fn long_assigns_are_referenced_short_ones_copied() {
     let engine = Engine::from_source("t", "<p><%= @long %></p><%= @short %>").unwrap();
-    let long = "x".repeat(1000);
+    assert_eq!(engine.value_copy_below(), DEFAULT_VALUE_COPY_BELOW);
+    let long = "x".repeat(DEFAULT_VALUE_COPY_BELOW);
     let mut a = Assigns::new();
     a.insert("long", long.as_str());
     a.insert("short", "hi");
@@ -206,6 +207,40 @@ fn long_assigns_are_referenced_short_ones_copied() {
         "the assign's own bytes"
     );
     assert_eq!(segs[2], (SegmentKind::Scratch, &b"</p>hi"[..]));
+}
+
+#[test]
+fn values_under_the_value_threshold_are_copied_whatever_the_static_threshold() {
+    // 1,000-byte values, escaped, unescaped and safe HTML: copied by default (one scratch run, no
+    // count on the value), referenced under a lower value threshold; same bytes either way.
+    let engine = Engine::from_source("t", "<p><%= @s %><%= raw(@s) %><%= @html %></p>")
+        .unwrap()
+        .with_copy_below(64);
+    let long = "y".repeat(1000);
+    let html_bytes = bytes::Bytes::from("z".repeat(1000));
+    let mut a = Assigns::new();
+    a.insert("s", long.as_str());
+    a.insert("html", Value::safe(IoList::from(html_bytes.clone())));
+    let Some(Value::Str(s)) = a.get("s").cloned() else {
+        unreachable!()
+    };
+    let values = [s.bytes().as_ptr(), html_bytes.as_ptr()];
+    let pointing_at_values = |page: &IoList| {
+        page.segments()
+            .filter(|seg| values.contains(&seg.as_ptr()))
+            .count()
+    };
+    let copied = engine.render("t", &a).unwrap();
+    assert_eq!(copied.segment_count(), 1, "one buffer");
+    assert_eq!(pointing_at_values(&copied), 0);
+    let referencing = engine.with_value_copy_below(256);
+    let referenced = referencing.render("t", &a).unwrap();
+    assert_eq!(
+        pointing_at_values(&referenced),
+        3,
+        "the string twice and the safe HTML referenced"
+    );
+    assert_eq!(copied.to_vec(), referenced.to_vec());
 }
 
 #[test]

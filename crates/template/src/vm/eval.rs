@@ -421,7 +421,13 @@ impl<'a> Eval<'a> {
                 }
                 let mut html = IoList::new();
                 let mut buf = Vec::new();
-                let mut o = Out::new(&mut html, &mut buf, self.config.copy_below, 64);
+                let mut o = Out::new(
+                    &mut html,
+                    &mut buf,
+                    self.config.copy_below,
+                    self.config.value_copy_below,
+                    64,
+                );
                 let r = emit(&mut o, &v, false);
                 o.finish();
                 r.map_err(|m| self.err(ErrorKind::TypeMismatch, c.span, m))?;

@@ -111,7 +111,13 @@ impl<'c> Vm<'c> {
             out.pin(&self.catalog.programs[frame.prog].text);
         }
         let mut buf = std::mem::take(&mut self.buf);
-        let mut o = Out::new(out, &mut buf, self.config.copy_below, self.first_buf);
+        let mut o = Out::new(
+            out,
+            &mut buf,
+            self.config.copy_below,
+            self.config.value_copy_below,
+            self.first_buf,
+        );
         let result = self.run_in(&mut o, pause_at);
         o.finish();
         self.buf = buf;

@@ -42,6 +42,8 @@ pub(crate) struct Out<'o> {
     buf: &'o mut Vec<u8>,
     pos: usize,
     copy_below: usize,
+    /// Strings and safe HTML from values shorter than this are copied.
+    value_copy_below: usize,
     /// Capacity `buf` gets when it has none.
     first_buf: usize,
 }
@@ -157,6 +159,7 @@ impl<'o> Out<'o> {
         list: &'o mut IoList,
         buf: &'o mut Vec<u8>,
         copy_below: usize,
+        value_copy_below: usize,
         first_buf: usize,
     ) -> Out<'o> {
         Out {
@@ -164,6 +167,7 @@ impl<'o> Out<'o> {
             buf,
             pos: 0,
             copy_below,
+            value_copy_below,
             first_buf,
         }
     }
@@ -252,6 +256,12 @@ impl<'o> Out<'o> {
         self.copy_below
     }
 
+    /// Values' strings and safe HTML at least this long are referenced, shorter ones copied.
+    #[inline(always)]
+    pub(super) fn value_copy_below(&self) -> usize {
+        self.value_copy_below
+    }
+
     /// Copies a small piece.
     #[inline(always)]
     pub(super) fn copy(&mut self, s: &[u8]) {
@@ -287,12 +297,22 @@ impl<'o> Out<'o> {
         self.list.push_shared(b);
     }
 
-    /// Shared bytes, HTML-escaped: short strings are escaped into the buffer; long ones become
-    /// references to their clean runs.
+    /// A value's string as is: referenced when at least `value_copy_below` long, else copied.
+    #[inline(always)]
+    pub(super) fn value_text(&mut self, b: &Bytes) {
+        if b.len() >= self.value_copy_below {
+            self.reference(b);
+        } else {
+            self.copy(b);
+        }
+    }
+
+    /// A value's string, HTML-escaped: short strings (under `value_copy_below`) are escaped into
+    /// the buffer; long ones become references to their clean runs.
     pub(super) fn escaped(&mut self, b: &Bytes) {
-        if b.len() >= self.copy_below {
+        if b.len() >= self.value_copy_below {
             self.flush();
-            escape_html_into(self.list, b, self.copy_below);
+            escape_html_into(self.list, b, self.value_copy_below);
         } else if clean(b) {
             self.copy(b);
         } else {
@@ -332,12 +352,15 @@ impl<'o> Out<'o> {
         done
     }
 
-    /// Already-rendered HTML.
+    /// Already-rendered HTML: copied under `value_copy_below` bytes (no reference count on
+    /// the value, no segment), referenced as a nested list from there up.
     pub(super) fn html(&mut self, html: &Arc<IoList>) {
-        self.flush();
-        if html.len() < self.copy_below {
-            self.list.append(html);
+        if html.len() < self.value_copy_below {
+            for s in html.segments() {
+                self.copy(s);
+            }
         } else {
+            self.flush();
             self.list.push_shared_list(Arc::clone(html));
         }
     }
@@ -350,7 +373,7 @@ pub(crate) fn emit(out: &mut Out<'_>, v: &Value, escape: bool) -> Result<(), Str
     match v {
         Value::Int(i) => out.int(*i),
         Value::Str(s) | Value::Atom(s) if escape => out.escaped(s.bytes()),
-        Value::Str(s) | Value::Atom(s) => out.text(s.bytes()),
+        Value::Str(s) | Value::Atom(s) => out.value_text(s.bytes()),
         Value::Nil => {}
         _ => return emit_other(out, v, escape),
     }
@@ -364,7 +387,7 @@ fn emit_other(out: &mut Out<'_>, v: &Value, escape: bool) -> Result<(), String> 
         Value::Nil => {}
         Value::Int(i) => out.int(*i),
         Value::Str(s) | Value::Atom(s) if escape => out.escaped(s.bytes()),
-        Value::Str(s) | Value::Atom(s) => out.text(s.bytes()),
+        Value::Str(s) | Value::Atom(s) => out.value_text(s.bytes()),
         Value::Safe(html) => out.html(html),
         Value::Bool(b) => out.copy(if *b { b"true" } else { b"false" }),
         Value::Float(x) => {
@@ -413,7 +436,7 @@ mod tests {
     fn integers_are_written_as_rust_writes_them() {
         let mut list = IoList::new();
         let mut buf = Vec::new();
-        let mut out = Out::new(&mut list, &mut buf, 256, 0);
+        let mut out = Out::new(&mut list, &mut buf, 256, 256, 0);
         let mut want = Vec::new();
         let mut ints = vec![
             0,
@@ -461,7 +484,7 @@ mod tests {
         let src: Vec<u8> = (0..100u8).collect();
         let mut list = IoList::new();
         let mut buf = Vec::new();
-        let mut out = Out::new(&mut list, &mut buf, usize::MAX, 0);
+        let mut out = Out::new(&mut list, &mut buf, usize::MAX, usize::MAX, 0);
         let mut want = Vec::new();
         for n in 0..=40 {
             out.copy(&src[..n]);

@@ -151,6 +151,7 @@ pub(super) fn run(
         state => Elems::Bound(state),
     };
     let copy_below = out.copy_below();
+    let value_copy_below = out.value_copy_below();
     // The buffer, the position in it and the pause point in registers: short text and integers
     // are written here; anything else goes through `out` (the position handed back first, the
     // cursor taken again after).
@@ -355,7 +356,7 @@ pub(super) fn run(
                         // A short string that escaping leaves as it is: copied, as `emit`
                         // would copy it.
                         Value::Str(s)
-                            if s.len() < copy_below
+                            if s.len() < value_copy_below
                                 && s.len() <= buf.len() - pos
                                 && (!escape || clean(s.bytes())) =>
                         {
@@ -593,6 +594,7 @@ mod tests {
                 ..Limits::default()
             })
             .with_copy_below(copy_below)
+            .with_value_copy_below(copy_below)
     }
 
     /// A render's bytes or error, and a stream's chunks and errors.

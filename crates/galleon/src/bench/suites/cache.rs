@@ -363,7 +363,8 @@ fn http(ctx: &Ctx, t: &mut Tables, out: &mut Collector) -> anyhow::Result<()> {
     let rounds = ctx.rounds(5);
     let dur = ctx.pick(Duration::from_secs(2), Duration::from_millis(300));
     let conns = ctx.pick(16, 4);
-    let galleon = Server::galleon(&ctx.site)?;
+    let galleon = Server::galleon(&ctx.site, &[])?;
+    let ref_values = Server::galleon(&ctx.site, &["--value-copy-below", "64"])?;
     let beam = match Server::beam(&ctx.site) {
         Ok(b) => Some(b),
         Err(e) => {
@@ -380,7 +381,7 @@ fn http(ctx: &Ctx, t: &mut Tables, out: &mut Collector) -> anyhow::Result<()> {
         .build()?;
     let targets: Vec<_> = cache_http::TARGETS
         .iter()
-        .filter(|t| t.0 == Peer::Galleon || beam.is_some())
+        .filter(|t| t.0 != Peer::Beam || beam.is_some())
         .collect();
     for (_, name, _, _) in &targets {
         out.declare(&format!("{name} req/s"), "req/s", false);
@@ -392,6 +393,7 @@ fn http(ctx: &Ctx, t: &mut Tables, out: &mut Collector) -> anyhow::Result<()> {
             let (peer, name, path, min_len) = *targets[i];
             let server = match peer {
                 Peer::Galleon => &galleon,
+                Peer::GalleonRefValues => &ref_values,
                 Peer::Beam => beam.as_ref().context("no BEAM peer")?,
             };
             let d = if round == 0 { dur / 2 } else { dur };

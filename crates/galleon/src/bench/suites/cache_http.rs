@@ -25,12 +25,15 @@ const USER_HZ: f64 = 100.0;
 pub(crate) enum Peer {
     /// A child `galleon serve` of this executable.
     Galleon,
+    /// The same with `--value-copy-below 64`, the default before issue 20 (the pool's 65-byte
+    /// strings referenced, one reference count each): the change's before and after.
+    GalleonRefValues,
     /// The Erlang VM running `beam_peer`.
     Beam,
 }
 
 /// A row: server, name in the tables, path, least body length.
-pub(crate) const TARGETS: [(Peer, &str, &str, usize); 5] = [
+pub(crate) const TARGETS: [(Peer, &str, &str, usize); 7] = [
     (
         Peer::Galleon,
         "galleon /static-strings?count=500",
@@ -40,6 +43,18 @@ pub(crate) const TARGETS: [(Peer, &str, &str, usize); 5] = [
     (
         Peer::Galleon,
         "galleon /dynamic-strings?count=500",
+        "/dynamic-strings?count=500",
+        36_000,
+    ),
+    (
+        Peer::GalleonRefValues,
+        "galleon-refvalues /static-strings?count=500",
+        "/static-strings?count=500",
+        36_000,
+    ),
+    (
+        Peer::GalleonRefValues,
+        "galleon-refvalues /dynamic-strings?count=500",
         "/dynamic-strings?count=500",
         36_000,
     ),
@@ -80,15 +95,16 @@ impl Drop for Server {
 }
 
 impl Server {
-    /// `galleon serve` of this executable on 127.0.0.1, port 0; the address is read from the
-    /// line it prints on stderr.
-    pub(crate) fn galleon(site: &Path) -> anyhow::Result<Server> {
+    /// `galleon serve` of this executable on 127.0.0.1, port 0, with `extra` flags; the address
+    /// is read from the line it prints on stderr.
+    pub(crate) fn galleon(site: &Path, extra: &[&str]) -> anyhow::Result<Server> {
         let exe = std::env::current_exe().context("finding this executable")?;
         let mut child = Command::new(exe)
             .arg("serve")
             .arg("--site")
             .arg(site)
             .args(["--addr", "127.0.0.1:0", "--events", "off"])
+            .args(extra)
             .env_remove("GALLEON_EVENTS")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -215,7 +215,7 @@ impl Tables {
         );
         let _ = writeln!(
             s,
-            "{:<36} {:>10} {:>12} {:>16}",
+            "{:<46} {:>10} {:>12} {:>16}",
             "row", "req/s", "CPU µs/req", "req/s ÷ dynamic"
         );
         for (name, rps, cpu) in &self.http {
@@ -228,7 +228,7 @@ impl Tables {
                 .map_or(f64::NAN, |(_, r, _)| median(r));
             let _ = writeln!(
                 s,
-                "{:<36} {:>10} {:>12} {:>16}",
+                "{:<46} {:>10} {:>12} {:>16}",
                 name,
                 num(median(rps), 0),
                 num(median(cpu), 1),

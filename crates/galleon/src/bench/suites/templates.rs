@@ -11,7 +11,7 @@ use galleon_template::{Assigns, Limits};
 
 use crate::bench::measure::{Collector, Ctx, rotation, us};
 use crate::site::SERVE_COPY_BELOW;
-use crate::templates::Templates;
+use crate::templates::{CopyBelow, Templates};
 
 /// One page to render: the benchmark's name, the template, its assigns, and the least output
 /// that shows it rendered what it should.
@@ -34,7 +34,7 @@ fn data(ctx: &Ctx, name: &str) -> anyhow::Result<Assigns> {
 
 /// Runs the suite.
 pub(super) fn run(ctx: &Ctx, out: &mut Collector) -> anyhow::Result<()> {
-    let templates = Templates::load(&ctx.site, SERVE_COPY_BELOW, Limits::default(), false)
+    let templates = Templates::load(&ctx.site, CopyBelow::text(SERVE_COPY_BELOW), Limits::default(), false)
         .with_context(|| format!("loading the site's templates from {}", ctx.site.display()))?;
     let iters = |n: i64| {
         let mut a = Assigns::new();
