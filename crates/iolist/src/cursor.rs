@@ -66,6 +66,41 @@ impl ByteCursor {
         self.len += s.len();
     }
 
+    /// Appends `s`, whose length is not known at compile time (an escaped string's clean run):
+    /// from 4 to 16 bytes as two overlapping word stores, where [`ByteCursor::push`] would call
+    /// `memcpy`; other lengths as `push`.
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    pub fn push_short(&mut self, s: &[u8]) {
+        let n = s.len();
+        if !(4..=16).contains(&n) || n > self.spare() {
+            return self.push(s);
+        }
+        let dst = self.vec.as_mut_ptr().wrapping_add(self.len);
+        if n >= 8 {
+            let head = u64::from_le_bytes(s[..8].try_into().expect("eight bytes"));
+            let tail = u64::from_le_bytes(s[n - 8..].try_into().expect("eight bytes"));
+            // SAFETY: `8 <= n <= capacity - len` (checked above), so both eight-byte stores,
+            // at `len` and at `len + n - 8`, are inside the `Vec`'s allocation; unaligned
+            // stores need no alignment. Together they write every byte from `len` to `len + n`
+            // (the overlap twice, with the same byte of `s`), so the bytes are initialized
+            // when `commit` counts them.
+            unsafe {
+                dst.cast::<u64>().write_unaligned(head.to_le());
+                dst.add(n - 8).cast::<u64>().write_unaligned(tail.to_le());
+            }
+        } else {
+            let head = u32::from_le_bytes(s[..4].try_into().expect("four bytes"));
+            let tail = u32::from_le_bytes(s[n - 4..].try_into().expect("four bytes"));
+            // SAFETY: as above with four-byte stores: `4 <= n <= capacity - len`.
+            unsafe {
+                dst.cast::<u32>().write_unaligned(head.to_le());
+                dst.add(n - 4).cast::<u32>().write_unaligned(tail.to_le());
+            }
+        }
+        self.len += n;
+    }
+
     /// The cursor with room for `n` more bytes (taken and returned by value so that a caller
     /// keeping the cursor in locals does not hand out its address).
     #[cold]
@@ -113,9 +148,26 @@ mod tests {
         assert_eq!(ByteCursor::default().into_vec(), b"");
     }
 
+    #[test]
+    fn short_pushes_write_every_length_exactly() {
+        let text: Vec<u8> = (0..40u8).collect();
+        for n in 0..=20 {
+            for spare in 0..24 {
+                let mut c = ByteCursor::new(b"ab".to_vec());
+                c.vec.reserve_exact(spare);
+                c.push_short(&text[3..3 + n]);
+                c.push_short(b"xyz!");
+                let mut want = b"ab".to_vec();
+                want.extend_from_slice(&text[3..3 + n]);
+                want.extend_from_slice(b"xyz!");
+                assert_eq!(c.into_vec(), want, "n {n} spare {spare}");
+            }
+        }
+    }
+
     proptest! {
-        /// Any sequence of pushes, from any starting buffer, leaves the bytes a plain
-        /// `extend_from_slice` would.
+        /// Any sequence of pushes (plain and short), from any starting buffer, leaves the
+        /// bytes a plain `extend_from_slice` would.
         #[test]
         fn pushes_match_extend(
             start in proptest::collection::vec(any::<u8>(), 0..40),
@@ -126,8 +178,12 @@ mod tests {
             v.reserve(cap);
             let mut want = start;
             let mut c = ByteCursor::new(v);
-            for p in &pieces {
-                c.push(p);
+            for (i, p) in pieces.iter().enumerate() {
+                if i % 2 == 0 {
+                    c.push(p);
+                } else {
+                    c.push_short(p);
+                }
                 want.extend_from_slice(p);
                 prop_assert_eq!(c.len(), want.len());
             }

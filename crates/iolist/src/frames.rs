@@ -191,7 +191,7 @@ pub fn to_frames(list: &IoList, policy: WritePolicy, owners: &Owners) -> OwnedFr
                 stack.push(nested.cursor());
                 continue;
             }
-            Seg::Scratch { .. } | Seg::Pinned { .. } => {
+            Seg::Scratch { .. } | Seg::AllScratch | Seg::Pinned { .. } => {
                 // A scratch or pinned segment's bytes are in buffers of the list that holds it:
                 // read them through a cursor over this one segment, pushed on the walk's own
                 // stack (no second stack per call) and popped once read.
@@ -399,6 +399,17 @@ mod tests {
         let out = to_frames(&l, WritePolicy::default(), &Owners::default());
         assert_eq!(out.frames().len(), 1);
         assert_eq!(out.copied(), 10004);
+        // A list of copies only (no segment table), alone and nested.
+        let only = IoList::from_scratch(vec![b'c'; 5000]);
+        let out = to_frames(&only, WritePolicy::default(), &Owners::default());
+        assert_eq!(concat(&out), only.to_vec());
+        let mut outer = IoList::new();
+        outer.push_static(&[b's'; 4096]);
+        outer.push_shared_list(Arc::new(only));
+        let out = to_frames(&outer, WritePolicy::default(), &Owners::default());
+        assert_eq!(out.frames().len(), 2);
+        assert_eq!(out.copied(), 5000);
+        assert_eq!(concat(&out), outer.to_vec());
     }
 
     #[test]

@@ -35,7 +35,7 @@
 //! ([`DEFAULT_COALESCE_BELOW`], [`DEFAULT_MAX_IOV`]) come from `cargo bench -p galleon-iolist`,
 //! whose table is in the README.
 
-// Denied, not forbidden: `cursor` allows it on its two blocks (each with a `SAFETY:` comment).
+// Denied, not forbidden: `cursor` allows it on its few blocks (each with a `SAFETY:` comment).
 #![deny(unsafe_code)]
 
 mod cursor;

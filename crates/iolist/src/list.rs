@@ -20,7 +20,13 @@ pub(crate) enum Seg {
     Pinned { pin: u32, off: usize, len: usize },
     /// A whole other list, shared. Its bytes stand here in order.
     List(Arc<IoList>),
+    /// All of the list's scratch buffer: the one segment of a list of copies only, which keeps
+    /// no segment table (see [`IoList::table`]). Never stored in a table.
+    AllScratch,
 }
+
+/// The segment table a list of copies only is walked with.
+static ALL_SCRATCH: [Seg; 1] = [Seg::AllScratch];
 
 /// A byte rope: an ordered list of references to byte slices, in the manner of the Erlang VM's
 /// I/O lists.
@@ -53,6 +59,8 @@ pub(crate) enum Seg {
 /// ```
 #[derive(Clone, Default)]
 pub struct IoList {
+    /// The segments; empty while the list holds only copies, which are then all of `scratch`
+    /// (a page rendered into one buffer needs no table, so no allocation for it).
     segs: Vec<Seg>,
     scratch: Vec<u8>,
     /// Allocations this list holds one reference to, so that segments inside them need none.
@@ -100,6 +108,19 @@ impl IoList {
         }
     }
 
+    /// A list of `v`'s bytes, adopted as its scratch buffer: no copy, and no allocation (a list
+    /// of copies only has no segment table).
+    #[inline]
+    pub fn from_scratch(v: Vec<u8>) -> Self {
+        IoList {
+            segs: Vec::new(),
+            len: v.len(),
+            leaves: usize::from(!v.is_empty()),
+            scratch: v,
+            pins: SmallVec::new_const(),
+        }
+    }
+
     /// Total number of bytes in the list. O(1).
     pub fn len(&self) -> usize {
         self.len
@@ -128,7 +149,7 @@ impl IoList {
         }
         self.len += s.len();
         self.leaves += 1;
-        self.segs.push(Seg::Static(s));
+        self.table_mut().push(Seg::Static(s));
     }
 
     /// Appends a `&'static str`, by reference.
@@ -143,7 +164,7 @@ impl IoList {
         }
         self.len += b.len();
         self.leaves += 1;
-        self.segs.push(Seg::Shared(b));
+        self.table_mut().push(Seg::Shared(b));
     }
 
     /// Appends an owned buffer: adopted as the list's scratch when that holds nothing yet (no
@@ -197,7 +218,7 @@ impl IoList {
             Some((pin, off)) => {
                 self.len += s.len();
                 self.leaves += 1;
-                self.segs.push(Seg::Pinned {
+                self.table_mut().push(Seg::Pinned {
                     pin,
                     off,
                     len: s.len(),
@@ -266,14 +287,44 @@ impl IoList {
     fn copied(&mut self, off: usize) {
         let n = self.scratch.len() - off;
         self.len += n;
-        if let Some(Seg::Scratch { off: o, len }) = self.segs.last_mut()
-            && *o + *len == off
-        {
-            *len += n;
-            return;
+        match self.segs.last_mut() {
+            // No table: the list was empty or copies only; now it is copies only.
+            None => self.leaves = 1,
+            Some(Seg::Scratch { off: o, len }) if *o + *len == off => *len += n,
+            Some(_) => {
+                self.leaves += 1;
+                self.segs.push(Seg::Scratch { off, len: n });
+            }
         }
-        self.leaves += 1;
-        self.segs.push(Seg::Scratch { off, len: n });
+    }
+
+    /// The segments, as walked: a list of copies only has no table of its own.
+    #[inline(always)]
+    fn table(&self) -> &[Seg] {
+        if self.segs.is_empty() && !self.scratch.is_empty() {
+            &ALL_SCRATCH
+        } else {
+            &self.segs
+        }
+    }
+
+    /// The table, to store a segment in: a list of copies only gets one first, its scratch as
+    /// the first segment.
+    #[inline(always)]
+    fn table_mut(&mut self) -> &mut Vec<Seg> {
+        if self.segs.is_empty() && !self.scratch.is_empty() {
+            self.open_table();
+        }
+        &mut self.segs
+    }
+
+    #[inline(never)]
+    fn open_table(&mut self) {
+        self.segs.reserve(4);
+        self.segs.push(Seg::Scratch {
+            off: 0,
+            len: self.scratch.len(),
+        });
     }
 
     /// Appends `b` by reference when it is at least `min_ref` bytes long, otherwise copies it into
@@ -311,13 +362,13 @@ impl IoList {
         }
         self.len += other.len;
         self.leaves += other.leaves;
-        self.segs.push(Seg::List(other));
+        self.table_mut().push(Seg::List(other));
     }
 
     /// Appends every segment of `other` to this list, copying its scratch bytes (but not its
     /// referenced segments). O(segments of `other`). Prefer [`IoList::push_list`] for big lists.
     pub fn append(&mut self, other: &IoList) {
-        for seg in &other.segs {
+        for seg in other.table() {
             match seg {
                 Seg::Static(s) => self.push_static(s),
                 Seg::Shared(b) => self.push_bytes(b.clone()),
@@ -328,6 +379,7 @@ impl IoList {
                     self.push_shared(&p.slice(*off..*off + *len));
                 }
                 Seg::List(l) => self.push_shared_list(l.clone()),
+                Seg::AllScratch => self.push_copy(&other.scratch),
             }
         }
     }
@@ -343,12 +395,16 @@ impl IoList {
 
     /// Iterates the non-empty segments in order, descending into nested lists.
     pub fn segments(&self) -> Segments<'_> {
-        Segments { stack: self.walk() }
+        Segments {
+            walk: Walk::new(self),
+        }
     }
 
     /// Iterates the segments with their kind, for tracing and tests.
     pub fn segments_with_kind(&self) -> impl Iterator<Item = (SegmentKind, &[u8])> + '_ {
-        Leaves { stack: self.walk() }
+        Leaves {
+            walk: Walk::new(self),
+        }
     }
 
     /// Flattens the list into one contiguous buffer (one allocation, one copy of every byte).
@@ -393,13 +449,13 @@ pub enum SegmentKind {
 
 /// Iterator over the segments of an [`IoList`], from [`IoList::segments`].
 pub struct Segments<'a> {
-    stack: Vec<Cursor<'a>>,
+    walk: Walk<'a>,
 }
 
 impl fmt::Debug for Segments<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Segments")
-            .field("depth", &self.stack.len())
+            .field("depth", &(self.walk.nested.len() + 1))
             .finish()
     }
 }
@@ -407,20 +463,54 @@ impl fmt::Debug for Segments<'_> {
 impl<'a> Iterator for Segments<'a> {
     type Item = &'a [u8];
 
+    #[inline]
     fn next(&mut self) -> Option<&'a [u8]> {
-        next_leaf(&mut self.stack).map(|(_, s)| s)
+        self.walk.next().map(|(_, s)| s)
     }
 }
 
 struct Leaves<'a> {
-    stack: Vec<Cursor<'a>>,
+    walk: Walk<'a>,
 }
 
 impl<'a> Iterator for Leaves<'a> {
     type Item = (SegmentKind, &'a [u8]);
 
     fn next(&mut self) -> Option<Self::Item> {
-        next_leaf(&mut self.stack)
+        self.walk.next()
+    }
+}
+
+/// A depth-first walk from one list: its cursor, and a stack for nested lists only, so that
+/// iterating a flat list allocates nothing.
+struct Walk<'a> {
+    top: Cursor<'a>,
+    nested: Vec<Cursor<'a>>,
+}
+
+impl<'a> Walk<'a> {
+    #[inline]
+    fn new(list: &'a IoList) -> Walk<'a> {
+        Walk {
+            top: list.cursor(),
+            nested: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn next(&mut self) -> Option<(SegmentKind, &'a [u8])> {
+        loop {
+            if !self.nested.is_empty()
+                && let Some(leaf) = next_leaf(&mut self.nested)
+            {
+                return Some(leaf);
+            }
+            let list: &'a IoList = self.top.0;
+            match leaf(list, self.top.1.next()?) {
+                Ok(leaf) => return Some(leaf),
+                Err(nested) => self.nested.push(nested.cursor()),
+            }
+        }
     }
 }
 
@@ -430,7 +520,7 @@ pub(crate) type Cursor<'a> = (&'a IoList, std::slice::Iter<'a, Seg>);
 impl IoList {
     /// A cursor at the first segment of this list.
     pub(crate) fn cursor(&self) -> Cursor<'_> {
-        (self, self.segs.iter())
+        (self, self.table().iter())
     }
 
     /// The stack of a depth-first walk, started at this list. Room for a few levels of nesting
@@ -453,21 +543,27 @@ pub(crate) fn next_leaf<'a>(stack: &mut Vec<Cursor<'a>>) -> Option<(SegmentKind,
             stack.pop();
             continue;
         };
-        match seg {
-            Seg::Static(s) => return Some((SegmentKind::Static, s)),
-            Seg::Shared(b) => return Some((SegmentKind::Shared, &b[..])),
-            Seg::Scratch { off, len } => {
-                return Some((SegmentKind::Scratch, &list.scratch[*off..*off + *len]));
-            }
-            Seg::Pinned { pin, off, len } => {
-                return Some((
-                    SegmentKind::Shared,
-                    &list.pins[*pin as usize][*off..*off + *len],
-                ));
-            }
-            Seg::List(l) => stack.push(l.cursor()),
+        match leaf(list, seg) {
+            Ok(leaf) => return Some(leaf),
+            Err(nested) => stack.push(nested.cursor()),
         }
     }
+}
+
+/// Segment `seg` of `list`: its bytes, or the nested list it stands for.
+#[inline(always)]
+fn leaf<'a>(list: &'a IoList, seg: &'a Seg) -> Result<(SegmentKind, &'a [u8]), &'a IoList> {
+    Ok(match seg {
+        Seg::Static(s) => (SegmentKind::Static, s),
+        Seg::Shared(b) => (SegmentKind::Shared, &b[..]),
+        Seg::Scratch { off, len } => (SegmentKind::Scratch, &list.scratch[*off..*off + *len]),
+        Seg::AllScratch => (SegmentKind::Scratch, &list.scratch[..]),
+        Seg::Pinned { pin, off, len } => (
+            SegmentKind::Shared,
+            &list.pins[*pin as usize][*off..*off + *len],
+        ),
+        Seg::List(l) => return Err(l),
+    })
 }
 
 impl fmt::Debug for IoList {
@@ -568,166 +664,4 @@ impl FromIterator<Bytes> for IoList {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn empty_segments_are_not_stored() {
-        let mut l = IoList::new();
-        l.push_static(b"");
-        l.push_bytes(Bytes::new());
-        l.push_copy(b"");
-        l.push_list(IoList::new());
-        assert_eq!(l.len(), 0);
-        assert_eq!(l.segment_count(), 0);
-        assert_eq!(l.segments().count(), 0);
-        assert!(l.to_bytes().is_empty());
-    }
-
-    #[test]
-    fn adjacent_copies_merge_into_one_segment() {
-        let mut l = IoList::new();
-        for i in 0..100 {
-            l.push_copy(i.to_string().as_bytes());
-            l.push_copy(b"</td><td>");
-        }
-        assert_eq!(l.segment_count(), 1);
-        l.push_static(b"<tr>");
-        l.push_copy(b"x");
-        assert_eq!(l.segment_count(), 3);
-    }
-
-    #[test]
-    fn nested_lists_keep_order_and_length() {
-        let mut inner = IoList::new();
-        inner.push_static(b"b");
-        inner.push_copy(b"c");
-        let inner = Arc::new(inner);
-        let mut l = IoList::new();
-        l.push_static(b"a");
-        l.push_shared_list(inner.clone());
-        l.push_bytes(Bytes::from_static(b"d"));
-        l.push_shared_list(inner);
-        assert_eq!(l.len(), 6);
-        assert_eq!(l.segment_count(), 6);
-        assert_eq!(&l.to_bytes()[..], b"abcdbc");
-    }
-
-    #[test]
-    fn static_segments_are_referenced_not_copied() {
-        static TEXT: &[u8] = b"shared text";
-        let mut l = IoList::new();
-        l.push_static(TEXT);
-        let seg = l.segments().next().unwrap();
-        assert_eq!(seg.as_ptr(), TEXT.as_ptr());
-        let b = Bytes::from(vec![7u8; 100]);
-        let ptr = b.as_ptr();
-        let mut l = IoList::new();
-        l.push_bytes(b);
-        assert_eq!(l.segments().next().unwrap().as_ptr(), ptr);
-        assert_eq!(
-            l.to_bytes().as_ptr(),
-            ptr,
-            "one shared segment flattens without a copy"
-        );
-    }
-
-    #[test]
-    fn pinned_pieces_are_offsets_into_the_pin() {
-        let text = Bytes::from(b"<html>static text of a compiled template</html>".to_vec());
-        let mut l = IoList::new();
-        l.pin(&text);
-        l.pin(&text);
-        let before = Bytes::clone(&text); // count now: text + pin + before
-        l.push_shared(&text.slice(0..6));
-        l.push_shared(&text.slice(6..20));
-        let unpinned = Bytes::from(b"elsewhere".to_vec());
-        l.push_shared(&unpinned);
-        let segs: Vec<&[u8]> = l.segments().collect();
-        assert_eq!(segs[0].as_ptr(), text.as_ptr());
-        assert_eq!(segs[1].as_ptr(), text[6..].as_ptr());
-        assert_eq!(segs[2].as_ptr(), unpinned.as_ptr());
-        assert_eq!(&l.to_bytes()[..], b"<html>static text ofelsewhere");
-        assert_eq!(l.len(), 29);
-        drop(before);
-        // The pin keeps the text alive after every other handle is gone.
-        let expect = text.slice(0..20).to_vec();
-        drop(text);
-        assert_eq!(&l.to_vec()[..20], &expect[..]);
-        let mut copy = IoList::new();
-        copy.append(&l);
-        assert_eq!(copy, l);
-    }
-
-    #[test]
-    fn ranges_of_shared_bytes_are_referenced_pinned_or_not() {
-        let text = Bytes::from(b"0123456789abcdef".to_vec());
-        let other = Bytes::from(b"ABCDEFGHIJ".to_vec());
-        let mut l = IoList::new();
-        l.pin(&text);
-        l.push_shared_range(&text, 2..6);
-        l.push_shared_range(&other, 1..4);
-        l.push_shared_range(&text, 5..5);
-        let segs: Vec<&[u8]> = l.segments().collect();
-        assert_eq!(segs.len(), 2, "the empty range adds nothing");
-        assert_eq!(segs[0].as_ptr(), text[2..].as_ptr());
-        assert_eq!(segs[1].as_ptr(), other[1..].as_ptr());
-        assert_eq!(l.to_vec(), b"2345BCD");
-        assert_eq!(l.len(), 7);
-        // The unpinned range holds its own reference: it outlives `other`.
-        drop(other);
-        assert_eq!(l.to_vec(), b"2345BCD");
-    }
-
-    #[test]
-    fn copy_with_makes_one_run_after_earlier_copies() {
-        let mut l = IoList::new();
-        l.push_copy(b"ab");
-        l.push_copy_with(|b| {
-            b.push(b"cd");
-            b.push(b"ef");
-        });
-        l.push_copy_with(|_| {});
-        assert_eq!(l.segment_count(), 1);
-        l.push_static(b"--");
-        l.push_copy_with(|b| b.push(b"gh"));
-        assert_eq!(l.segment_count(), 3);
-        assert_eq!(l.to_vec(), b"abcdef--gh");
-        assert_eq!(l.len(), 10);
-    }
-
-    #[test]
-    fn pushed_vecs_are_adopted_as_scratch_then_shared() {
-        let first = b"<p>first</p>".to_vec();
-        let ptr = first.as_ptr();
-        let mut l = IoList::new();
-        l.push_vec(Vec::new());
-        l.push_vec(first);
-        l.push_copy(b"+");
-        l.push_vec(b"second".to_vec());
-        l.push_static(b"!");
-        let segs: Vec<&[u8]> = l.segments().collect();
-        assert_eq!(
-            segs[0].as_ptr(),
-            ptr,
-            "the first buffer is the scratch, not a copy"
-        );
-        assert_eq!(l.segment_count(), 3);
-        assert_eq!(l.to_vec(), b"<p>first</p>+second!");
-        assert_eq!(l.len(), 20);
-    }
-
-    #[test]
-    fn equality_ignores_segmentation() {
-        let mut a = IoList::new();
-        a.push_static(b"hello ");
-        a.push_copy(b"world");
-        let mut b = IoList::new();
-        b.push_copy(b"hel");
-        b.push_bytes(Bytes::from_static(b"lo wor"));
-        b.push_static(b"ld");
-        assert_eq!(a, b);
-        b.push_static(b"!");
-        assert_ne!(a, b);
-    }
-}
+mod tests;

@@ -12,17 +12,6 @@ pub const BUF_BYTES: usize = 16 * 1024;
 /// Largest first buffer sized from a template's previous render.
 const MAX_FIRST_BUF: usize = 256 * 1024;
 
-/// Which bytes need an HTML entity (Phoenix's five: `& < > " '`).
-static NEEDS: [bool; 256] = {
-    let mut t = [false; 256];
-    t[b'&' as usize] = true;
-    t[b'<' as usize] = true;
-    t[b'>' as usize] = true;
-    t[b'"' as usize] = true;
-    t[b'\'' as usize] = true;
-    t
-};
-
 /// `"00"` to `"99"`.
 static DIGITS: [[u8; 2]; 100] = {
     let mut t = [[0; 2]; 100];
@@ -45,22 +34,78 @@ fn entity(b: u8) -> &'static [u8] {
     }
 }
 
-/// Position of the first byte of `s` that needs escaping, eight bytes at a time.
+/// Every byte of a word: `LO * b` is `b` eight times.
+const LO: u64 = 0x0101_0101_0101_0101;
+const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+
+/// The high bit of each byte of `x` that is zero, and no other bit (exact, so the lowest one
+/// is the first zero byte).
+#[inline(always)]
+fn zero_bytes(x: u64) -> u64 {
+    !(((x & LOW7).wrapping_add(LOW7)) | x | LOW7)
+}
+
+/// The high bit of each byte of `x` (eight bytes, little-endian) that needs an HTML entity
+/// (Phoenix's five: `& < > " '`). `&` and `'` differ in bit 0 only, `<` and `>` in bit 1
+/// only, so three comparisons cover the five.
+#[inline(always)]
+fn specials(x: u64) -> u64 {
+    zero_bytes((x | LO) ^ (LO * u64::from(b'\'')))
+        | zero_bytes((x | (LO * 2)) ^ (LO * u64::from(b'>')))
+        | zero_bytes(x ^ (LO * u64::from(b'"')))
+}
+
+/// Eight bytes of `s` from `at` (`at + 8 <= s.len()`), little-endian.
+#[inline(always)]
+fn word_at(s: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(s[at..at + 8].try_into().expect("eight bytes"))
+}
+
+/// `s` (at most eight bytes) as a little-endian word padded with zero bytes (which need no
+/// escaping), read with at most two overlapping loads and no loop.
+#[inline(always)]
+fn short_word(s: &[u8]) -> u64 {
+    let n = s.len();
+    if n >= 4 {
+        let lo = u32::from_le_bytes(s[..4].try_into().expect("four bytes"));
+        let hi = u32::from_le_bytes(s[n - 4..].try_into().expect("four bytes"));
+        // The overlap, if any, is ORed with the same bytes.
+        u64::from(lo) | (u64::from(hi) << ((n - 4) * 8))
+    } else if n > 0 {
+        u64::from(s[0])
+            | (u64::from(s[n / 2]) << (n / 2 * 8))
+            | (u64::from(s[n - 1]) << ((n - 1) * 8))
+    } else {
+        0
+    }
+}
+
+/// Position of the first byte of `s` that needs escaping, eight bytes at a time with no
+/// per-byte branch (short strings, the usual value, take no loop at all).
 #[inline]
 fn first_special(s: &[u8]) -> Option<usize> {
-    let mut chunks = s.chunks_exact(8);
+    let n = s.len();
+    let byte = |m: u64| m.trailing_zeros() as usize / 8;
+    if n <= 8 {
+        let m = specials(short_word(s));
+        return (m != 0).then(|| byte(m));
+    }
     let mut at = 0;
-    for c in &mut chunks {
-        if c.iter().any(|&b| NEEDS[b as usize]) {
-            return c.iter().position(|&b| NEEDS[b as usize]).map(|i| at + i);
+    while at + 8 <= n {
+        let m = specials(word_at(s, at));
+        if m != 0 {
+            return Some(at + byte(m));
         }
         at += 8;
     }
-    chunks
-        .remainder()
-        .iter()
-        .position(|&b| NEEDS[b as usize])
-        .map(|i| at + i)
+    if at < n {
+        // The last eight bytes: those before `at` are clean, so the first hit is at or past it.
+        let m = specials(word_at(s, n - 8));
+        if m != 0 {
+            return Some(n - 8 + byte(m));
+        }
+    }
+    None
 }
 
 /// A compiled render's output: an [`IoList`] with a buffer in front of it. Generated code calls
@@ -71,7 +116,9 @@ fn first_special(s: &[u8]) -> Option<usize> {
 /// [`Render`]: super::Render
 #[derive(Debug)]
 pub struct Out {
-    list: IoList,
+    /// Bytes handed over before the buffer: none until a reference or a full buffer (the
+    /// usual page never has any, and so never builds or drops a list of its own).
+    list: Option<IoList>,
     buf: ByteCursor,
     copy_below: usize,
 }
@@ -82,18 +129,28 @@ impl Out {
     #[inline]
     pub fn new(copy_below: usize, first_buf: usize) -> Out {
         Out {
-            // Room for a few segments up front: the usual page ends as one buffer, and growing
-            // an empty table costs more than allocating it at its size.
-            list: IoList::with_capacity(4, 0),
+            list: None,
             buf: ByteCursor::new(Vec::with_capacity(first_buf.clamp(256, MAX_FIRST_BUF))),
             copy_below,
         }
     }
 
+    /// The list bytes are handed to (made on first use).
+    #[inline]
+    fn list(&mut self) -> &mut IoList {
+        self.list.get_or_insert_with(IoList::new)
+    }
+
+    /// Bytes handed to the list.
+    #[inline(always)]
+    fn listed(&self) -> usize {
+        self.list.as_ref().map_or(0, IoList::len)
+    }
+
     /// Bytes written so far.
     #[inline(always)]
     pub fn len(&self) -> usize {
-        self.list.len() + self.buf.len()
+        self.listed() + self.buf.len()
     }
 
     /// True when nothing was written.
@@ -128,7 +185,7 @@ impl Out {
     fn make_room(&mut self, n: usize) {
         let mut v = std::mem::take(&mut self.buf).into_vec();
         if !v.is_empty() {
-            self.list.push_vec(v);
+            self.list().push_vec(v);
             v = Vec::new();
         }
         v.reserve(n.max(BUF_BYTES));
@@ -154,9 +211,9 @@ impl Out {
         }
         let mut v = std::mem::take(&mut self.buf).into_vec();
         if v.len() >= self.copy_below.max(1) {
-            self.list.push_vec(v);
+            self.list().push_vec(v);
         } else {
-            self.list.push_copy(&v);
+            self.list().push_copy(&v);
             v.clear();
             self.buf = ByteCursor::new(v);
         }
@@ -167,7 +224,7 @@ impl Out {
     #[inline]
     pub fn push_static(&mut self, s: &'static [u8]) {
         self.flush();
-        self.list.push_static(s);
+        self.list().push_static(s);
     }
 
     /// A static piece: referenced when at least the copy threshold long, copied otherwise.
@@ -185,7 +242,7 @@ impl Out {
     pub fn shared(&mut self, b: &Bytes) {
         if b.len() >= self.copy_below {
             self.flush();
-            self.list.push_bytes(b.clone());
+            self.list().push_bytes(b.clone());
         } else {
             self.copy(b);
         }
@@ -239,7 +296,7 @@ impl Out {
             let end = first_special(&b[start..]).map_or(b.len(), |i| start + i);
             if end - start >= self.copy_below {
                 self.flush();
-                self.list.push_bytes(b.slice(start..end));
+                self.list().push_bytes(b.slice(start..end));
             } else {
                 self.copy(&b[start..end]);
             }
@@ -258,7 +315,7 @@ impl Out {
             }
         } else {
             self.flush();
-            self.list.push_shared_list(Arc::clone(html));
+            self.list().push_shared_list(Arc::clone(html));
         }
     }
 
@@ -270,21 +327,31 @@ impl Out {
             }
         } else {
             self.flush();
-            self.list.append(html);
+            self.list().append(html);
         }
     }
 
     /// A whole list moved in (a fallback render's output).
     pub fn push_list(&mut self, list: IoList) {
         self.flush();
-        self.list.push_list(list);
+        self.list().push_list(list);
     }
 
-    /// The output so far, as one list.
-    #[inline]
-    pub fn finish(mut self) -> IoList {
+    /// The output so far, as one list: the buffer adopted whole (no copy) when nothing was
+    /// handed to the list before it.
+    #[inline(always)]
+    pub fn finish(self) -> IoList {
+        match self.list {
+            None => IoList::from_scratch(self.buf.into_vec()),
+            Some(_) => self.finish_list(),
+        }
+    }
+
+    /// [`Out::finish`] of an output with bytes in the list: the buffer flushed into it.
+    #[inline(never)]
+    fn finish_list(mut self) -> IoList {
         self.flush();
-        self.list
+        self.list.take().unwrap_or_default()
     }
 }
 
@@ -347,7 +414,7 @@ impl Writer<'_> {
     /// Bytes written so far.
     #[inline(always)]
     pub fn len(&self) -> usize {
-        self.out.list.len() + self.cur.len()
+        self.out.listed() + self.cur.len()
     }
 
     /// True when nothing was written.
@@ -360,6 +427,18 @@ impl Writer<'_> {
     pub fn copy(&mut self, s: &[u8]) {
         if s.len() <= self.cur.spare() {
             self.cur.push(s);
+        } else {
+            let cur = std::mem::take(&mut self.cur);
+            self.cur = self.out.room_and_copy(cur, s);
+        }
+    }
+
+    /// Copies text whose length is known only at run time (a string's value): short text
+    /// without a `memcpy` call.
+    #[inline(always)]
+    pub fn copy_text(&mut self, s: &[u8]) {
+        if s.len() <= self.cur.spare() {
+            self.cur.push_short(s);
         } else {
             let cur = std::mem::take(&mut self.cur);
             self.cur = self.out.room_and_copy(cur, s);
@@ -397,7 +476,7 @@ impl Writer<'_> {
     #[inline]
     pub fn escaped(&mut self, s: &[u8]) {
         match first_special(s) {
-            None => self.copy(s),
+            None => self.copy_text(s),
             Some(at) => self.with_out(|o| o.escape_from(s, at)),
         }
     }
@@ -415,6 +494,36 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// `first_special` as a plain byte search.
+    fn first_special_naive(s: &[u8]) -> Option<usize> {
+        s.iter().position(|b| b"&<>\"'".contains(b))
+    }
+
+    #[test]
+    fn first_special_finds_every_entity_byte_at_every_position() {
+        for n in 0..40 {
+            for at in 0..n {
+                for b in 0..=255u8 {
+                    let mut s = vec![b'a'; n];
+                    s[at] = b;
+                    assert_eq!(
+                        first_special(&s),
+                        first_special_naive(&s),
+                        "n {n} at {at} b {b}"
+                    );
+                }
+            }
+        }
+    }
+
+    proptest! {
+        /// The word-at-a-time search finds the byte a plain search finds, in any text.
+        #[test]
+        fn first_special_matches_naive(s in proptest::collection::vec(any::<u8>(), 0..80)) {
+            prop_assert_eq!(first_special(&s), first_special_naive(&s));
+        }
+    }
+
     /// One write of generated code.
     #[derive(Debug, Clone)]
     enum Piece {
@@ -422,6 +531,7 @@ mod tests {
         Static(usize),
         Int(i64),
         Escaped(String),
+        Text(Vec<u8>),
     }
 
     static STATICS: [&[u8]; 2] = [&[b's'; 300], b"<short static>"];
@@ -432,6 +542,7 @@ mod tests {
             (0..STATICS.len()).prop_map(Piece::Static),
             any::<i64>().prop_map(Piece::Int),
             "[a-z<>&\"' ]{0,40}".prop_map(Piece::Escaped),
+            proptest::collection::vec(any::<u8>(), 0..40).prop_map(Piece::Text),
         ]
     }
 
@@ -441,6 +552,7 @@ mod tests {
             Piece::Static(i) => out.static_or_copy(STATICS[*i]),
             Piece::Int(v) => out.int(*v),
             Piece::Escaped(s) => out.escaped(s.as_bytes()),
+            Piece::Text(b) => out.copy(b),
         }
     }
 
@@ -451,6 +563,7 @@ mod tests {
             Piece::Static(i) => w.copy(STATICS[*i]),
             Piece::Int(v) => w.int(*v),
             Piece::Escaped(s) => w.escaped(s.as_bytes()),
+            Piece::Text(b) => w.copy_text(b),
         }
     }
 

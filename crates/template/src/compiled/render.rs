@@ -69,7 +69,7 @@ impl<T: AsRef<str>> Render for Raw<T> {
 
     #[inline]
     fn __write(&self, w: &mut Writer<'_>) -> Result<(), Error> {
-        w.copy(self.0.as_ref().as_bytes());
+        w.copy_text(self.0.as_ref().as_bytes());
         Ok(())
     }
 }
@@ -156,7 +156,7 @@ impl Render for str {
 
     #[inline]
     fn __write_raw(&self, w: &mut Writer<'_>) -> Result<(), Error> {
-        w.copy(self.as_bytes());
+        w.copy_text(self.as_bytes());
         Ok(())
     }
 }
@@ -194,7 +194,7 @@ macro_rules! deref_str {
 
             #[inline]
             fn __write_raw(&self, w: &mut Writer<'_>) -> Result<(), Error> {
-                w.copy(self.as_bytes());
+                w.copy_text(self.as_bytes());
                 Ok(())
             }
         }
