@@ -9,6 +9,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use bytes::Bytes;
 use galleon_iolist::IoList;
 
+mod plain;
+
+#[cfg(test)]
+pub(crate) use plain::NO_PLAIN;
+pub(crate) use plain::{FieldName, Kind, Piece, PlainBody, SLOT, Src, Step, Test};
+
 use crate::ast::{BinOp, Span, UnOp};
 use crate::builtins::Builtin;
 use crate::error::{Error, ErrorKind, Location};
@@ -121,12 +127,12 @@ pub(crate) enum Op {
     },
     /// The bottom of a loop: bind the next element and jump back to `body`, or pop the loop and
     /// fall through. `repeat` is set when the whole body is this instruction's static text;
-    /// `plain` when the body outputs paths and text only (it then runs in `vm/plain.rs`).
+    /// `plain` holds the body decoded when it is plain (it then runs in `vm/plain.rs`).
     ForNext {
         bind: Bind,
         body: usize,
         repeat: Option<Repeat>,
-        plain: bool,
+        plain: Option<Box<PlainBody>>,
     },
     /// Evaluate and store in variable slot `slot` (`<% x = expr %>`, a `case` subject).
     Set { slot: usize, code: Code },
@@ -217,41 +223,6 @@ impl Code {
             _ => false,
         }
     }
-}
-
-/// True when `ops[body..next]`, a loop's body without its bottom at `next`, is plain: each
-/// instruction outputs a path, is text, or branches (on a path or a comparison of two) or
-/// jumps within the body (the VM runs such a loop without dispatch, `vm/plain.rs`).
-pub(crate) fn is_plain(ops: &[Instr], body: usize, next: usize) -> bool {
-    #[cfg(test)]
-    if NO_PLAIN.with(std::cell::Cell::get) {
-        return false;
-    }
-    let within = |t: &usize| (body..=next).contains(t);
-    let simple = |c: &Code| match &c.kind {
-        CodeKind::Binary(
-            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge,
-            a,
-            b,
-        ) => a.is_path() && b.is_path(),
-        _ => c.is_path(),
-    };
-    body < next
-        && ops.get(body..next).is_some_and(|b| {
-            b.iter().all(|i| match &i.op {
-                Op::Output { code, .. } => code.is_path(),
-                Op::Text => true,
-                Op::Jump(t) => within(t),
-                Op::Branch { cond, target, .. } => within(target) && simple(cond),
-                _ => false,
-            })
-        })
-}
-
-#[cfg(test)]
-thread_local! {
-    /// Set by tests to compile plain loops as ordinary ones, to compare the two.
-    pub(crate) static NO_PLAIN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Compiled expression forms: names resolved to slots and functions to variants.

@@ -14,7 +14,7 @@ use crate::error::{Error, ErrorKind, Location};
 use crate::function::Function;
 use crate::parser::parse;
 use crate::program::{
-    Bind, Code, CodeKind, Generator, Instr, Op, Program, REPEAT_BLOCK, Repeat, SizeHint, is_plain,
+    Bind, Code, CodeKind, Generator, Instr, Op, PlainBody, Program, REPEAT_BLOCK, Repeat, SizeHint,
 };
 use crate::scalar::write_scalar;
 use crate::span::SyntaxError;
@@ -50,6 +50,7 @@ pub(crate) fn compile(name: &str, source: &str, options: Options<'_>) -> Result<
         ops: Vec::new(),
         text_ops: Vec::new(),
         repeats: Vec::new(),
+        plains: Vec::new(),
     };
     c.nodes(&nodes).map_err(located)?;
     c.flush();
@@ -79,6 +80,12 @@ pub(crate) fn compile(name: &str, source: &str, options: Options<'_>) -> Result<
             });
         }
     }
+    for (body, next, bind) in c.plains {
+        let decoded = PlainBody::decode(&ops, body, next, bind);
+        if let Op::ForNext { plain, .. } = &mut ops[next].op {
+            *plain = decoded.map(Box::new);
+        }
+    }
     let links = vec![usize::MAX; c.names.partials.len()];
     Ok(Program {
         name: name.to_owned(),
@@ -104,6 +111,9 @@ struct Compiler<'a> {
     text_ops: Vec<(usize, Range<usize>)>,
     /// `ForNext` instructions whose loop body is their text alone (see [`Repeat`]).
     repeats: Vec<usize>,
+    /// Loops that may be plain, as their body's start, their bottom and their binding: decoded
+    /// once the text is final.
+    plains: Vec<(usize, usize, Bind)>,
 }
 
 impl Compiler<'_> {
@@ -466,12 +476,10 @@ impl Compiler<'_> {
             bind,
             body,
             repeat: None,
-            plain: false,
+            plain: None,
         });
-        if skip.is_none() && is_plain(&self.ops, body, next) {
-            if let Op::ForNext { plain, .. } = &mut self.ops[next].op {
-                *plain = true;
-            }
+        if skip.is_none() {
+            self.plains.push((body, next, bind));
         }
         if let Some(m) = skip {
             self.patch(m, next);

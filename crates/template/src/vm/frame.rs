@@ -6,8 +6,8 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use crate::ast::BinOp;
-use crate::program::{Bind, Code, CodeKind, Program};
-use crate::value::{Map, Str, Value, prefix8};
+use crate::program::{Bind, Code, CodeKind, FieldName, Program};
+use crate::value::{Map, Str, Value, word8};
 
 /// Variable slots and assigns a frame holds without allocating: a page's handful of loop
 /// variables and assigns. Allocations per small render showed in profiles of 4 KB responses.
@@ -254,8 +254,8 @@ pub(super) fn field<'a>(m: &'a Map, key: &Str) -> Option<&'a Value> {
 #[derive(Clone, Copy)]
 pub(super) struct FieldKey<'p> {
     key: &'p Str,
-    /// [`prefix8`] of the name, for names of up to 8 bytes.
-    prefix: u64,
+    /// [`word8`] of the name, for names of up to 8 bytes.
+    word: u64,
 }
 
 impl<'p> FieldKey<'p> {
@@ -263,7 +263,16 @@ impl<'p> FieldKey<'p> {
     pub(super) fn new(key: &'p Str) -> FieldKey<'p> {
         FieldKey {
             key,
-            prefix: prefix8(key.bytes()),
+            word: word8(key.bytes()),
+        }
+    }
+
+    /// A name decoded when compiling, its key already computed.
+    #[inline(always)]
+    pub(super) fn decoded(name: &'p FieldName) -> FieldKey<'p> {
+        FieldKey {
+            key: &name.key,
+            word: name.word,
         }
     }
 
@@ -273,7 +282,7 @@ impl<'p> FieldKey<'p> {
         let (a, b) = (k.bytes(), self.key.bytes());
         a.len() == b.len()
             && if b.len() <= 8 {
-                prefix8(a) == self.prefix
+                word8(a) == self.word
             } else {
                 a == b
             }

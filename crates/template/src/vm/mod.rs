@@ -236,7 +236,9 @@ impl<'c> Vm<'c> {
                         } else if let Some(Instr {
                             op:
                                 Op::ForNext {
-                                    plain: true, body, ..
+                                    plain: Some(_),
+                                    body,
+                                    ..
                                 },
                             ..
                         }) = exit.checked_sub(1).and_then(|at| prog.ops.get(at))
@@ -288,7 +290,9 @@ impl<'c> Vm<'c> {
                         }
                     }
                     Op::ForNext {
-                        bind, plain: true, ..
+                        bind,
+                        plain: Some(_),
+                        ..
                     } => {
                         match plain::run(
                             out,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::float::write_float;
 use crate::ops::describe;
 use crate::program::Repeat;
-use crate::value::Value;
+use crate::value::{Value, word8};
 
 /// Size of the buffers small copies gather in, in bytes. A full buffer becomes a segment of the
 /// list as it is (moved, not copied) and a fresh one is started. A guess: large enough that a
@@ -77,6 +77,10 @@ pub(super) fn copy_into(dst: &mut [u8], src: &[u8]) {
 /// short string (a name, a title) is a word or two of arithmetic, not a loop over its bytes.
 #[inline(always)]
 pub(super) fn clean(s: &[u8]) -> bool {
+    // Up to eight bytes (a name, a word): one word of them.
+    if s.len() <= 8 {
+        return specials(word8(s)) == 0;
+    }
     let mut chunks = s.chunks_exact(8);
     let mut dirty = 0;
     for c in &mut chunks {

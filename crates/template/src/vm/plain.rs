@@ -1,19 +1,18 @@
-//! Loops whose body is plain output (`<td><%= col %></td>`: static text and paths, nothing
-//! that branches) run here as a native loop over their instructions: no dispatch, the step
-//! budget and the loop's variables in registers. Every instruction is still charged its step
-//! and followed by the pause check, in the same order as one at a time, so output, step
-//! accounting and pause points are those of the general loop in `vm/mod.rs`.
+//! Loops whose body is plain output (`<td><%= col %></td>`: static text and paths, branches and
+//! jumps within the body) run here as a native loop over their steps, decoded when compiling
+//! ([`PlainBody`]): no dispatch, the step budget and the loop's variables in registers. Every
+//! instruction is still charged its step and followed by the pause check, in the same order as
+//! one at a time, so output, step accounting and pause points are those of the general loop in
+//! `vm/mod.rs`.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use smallvec::SmallVec;
 
 use super::frame::{FieldKey, Frame, Loop, fast_cond, int_cmp, lookup_in, set_int};
 use super::out::{MAX_INT_LEN, Out, clean, copy_into, emit, write_int};
-use crate::ast::BinOp;
 use crate::error::{Error, ErrorKind};
-use crate::program::{Bind, Code, CodeKind, Instr, Op, Program};
+use crate::program::{Bind, Code, Instr, Kind, Op, Piece, Program, SLOT, Src, Step, Test};
 use crate::value::Value;
 
 /// How [`run`] left the loop.
@@ -24,6 +23,10 @@ pub(super) enum Exit {
     /// The output reached the pause point; resume at the frame's program counter.
     Pause,
 }
+
+/// Bytes of the copies of a batch of whole iterations (a body of outputs whose texts all fit):
+/// half a [`Piece`], one move fewer per text than the whole slot.
+const NARROW: usize = 16;
 
 /// Runs the rest of the plain loop whose bottom instruction is at `at`, from its next advance:
 /// called by the bottom once executed up to its advance (step charged, text output), or by the
@@ -41,16 +44,17 @@ pub(super) fn run(
     pause_at: usize,
 ) -> Result<Exit, Error> {
     let Some(Instr {
-        op: Op::ForNext { body, .. },
+        op: Op::ForNext {
+            body,
+            plain: Some(plain),
+            ..
+        },
         text: bottom,
     }) = prog.ops.get(at)
     else {
         return Ok(Exit::Go);
     };
     let body = *body;
-    let Some(ops) = prog.ops.get(body..at) else {
-        return Ok(Exit::Go);
-    };
     let mut left = *steps;
     let Frame {
         locals,
@@ -65,83 +69,31 @@ pub(super) fn run(
         *pc = at + 1;
         return Ok(Exit::Go);
     };
-    // The body decoded once: each instruction's text and what it does (an output: where its
-    // value comes from).
-    let mut decoded: SmallVec<[Step<'_>; 4]> = SmallVec::with_capacity(ops.len());
-    let mut by_ref = matches!(state, Loop::Items { .. });
-    // Any path through the element's variable other than `x` or `x.key` reads the slot itself.
-    let reads_item = |code: &Code| bind.item.is_some() && root(code) == bind.item;
-    for ins in ops {
-        let (src, kind) = match &ins.op {
-            Op::Output { code, escape } => {
-                let src = element_src(code, bind.item).unwrap_or_else(|| {
-                    by_ref &= !reads_item(code);
-                    Src::Path(code)
-                });
-                let escape = *escape;
-                (src, Kind::Output { code, escape })
-            }
-            Op::Text => (Src::Item, Kind::Text),
-            Op::Jump(target) if (body..=at).contains(target) => {
-                (Src::Item, Kind::Jump(target - body))
-            }
-            Op::Branch {
-                cond,
-                jump_when,
-                target,
-            } if (body..=at).contains(target) => {
-                by_ref &= !reads_item(cond)
-                    && !matches!(&cond.kind, CodeKind::Binary(_, a, b) if reads_item(a) || reads_item(b));
-                let (jump_when, target) = (*jump_when, target - body);
-                let test = Test::new(cond);
-                (
-                    Src::Item,
-                    Kind::Branch {
-                        test,
-                        jump_when,
-                        target,
-                    },
-                )
-            }
-            _ => {
-                // Not plain after all (the compiler marks only plain bodies): one ordinary
-                // advance.
-                if state.advance(bind, locals) {
-                    *pc = body;
-                } else {
-                    loops.pop();
-                    *pc = at + 1;
-                }
-                return Ok(Exit::Go);
-            }
-        };
-        decoded.push(Step {
-            text: &ins.text,
-            small: Small::new(&ins.text),
-            src,
-            kind,
-        });
-    }
-    if !by_ref {
-        // Bound one by one: every output reads the frame.
-        for st in &mut decoded {
-            if let Kind::Output { code, .. } = st.kind {
-                st.src = Src::Path(code);
-            }
+    let decoded: &[Step] = &plain.steps;
+    let Some(ops) = prog.ops.get(body..at).filter(|o| o.len() == decoded.len()) else {
+        // Not the body it was decoded from (cannot happen): one ordinary advance.
+        if state.advance(bind, locals) {
+            *pc = body;
+        } else {
+            loops.pop();
+            *pc = at + 1;
         }
-    }
-    let decoded: &[Step<'_>] = &decoded;
-    let bottom_small = Small::new(bottom);
-    // A whole iteration of integers and short text writes at most this many bytes (each text
-    // as its 16-byte copy): with that much room left before the buffer's end and the pause
-    // point, and the steps for every instruction, it needs no check between instructions.
-    // Only for a body of outputs alone (no branch, no text of its own).
-    let fast = decoded
-        .iter()
-        .all(|st| st.small.len < out.copy_below() && matches!(st.kind, Kind::Output { .. }))
-        && bottom_small.len < out.copy_below();
-    let iter_bytes = (decoded.len() + 1) * SMALL + decoded.len() * MAX_INT_LEN;
-    let iter_steps = decoded.len() as u64;
+        return Ok(Exit::Go);
+    };
+    // The element read in place from the loop's list, unless some path needs it bound.
+    let by_ref = !plain.binds_item && matches!(state, Loop::Items { .. });
+    let copy_below = out.copy_below();
+    let value_copy_below = out.value_copy_below();
+    // Every text copied (as `Out::text` copies those under `copy_below`) as one padded piece.
+    let texts_copied = plain.longest <= SLOT && (plain.longest == 0 || plain.longest < copy_below);
+    // An iteration writes at most this many bytes, besides strings longer than an integer.
+    let iter_max = plain.text_bytes + plain.outputs * MAX_INT_LEN;
+    let n_steps = decoded.len() as u64;
+    // Iterations that run each instruction at most once may go without checks between them
+    // (see `fast` below); a body of outputs alone, with short text, in whole batches.
+    let fast = plain.forward && texts_copied;
+    let batch = fast && plain.outputs_only && plain.longest <= NARROW;
+    let bottom_piece: &Piece = &plain.bottom;
     let mut elems = match state {
         Loop::Items { items, next } if by_ref => Elems::Ref {
             k: *next,
@@ -150,8 +102,6 @@ pub(super) fn run(
         },
         state => Elems::Bound(state),
     };
-    let copy_below = out.copy_below();
-    let value_copy_below = out.value_copy_below();
     // The buffer, the position in it and the pause point in registers: short text and integers
     // are written here; anything else goes through `out` (the position handed back first, the
     // cursor taken again after).
@@ -178,16 +128,101 @@ pub(super) fn run(
             }
         }};
     }
-    // A text of up to `SMALL` bytes as its one fixed-size copy when there is room for it.
-    macro_rules! small_text {
-        ($s:expr, $t:expr) => {{
-            let s: &Small = $s;
-            if s.len < copy_below && SMALL <= buf.len() - pos {
-                buf[pos..pos + SMALL].copy_from_slice(&s.bytes);
-                pos += s.len;
+    // A text of up to `SLOT` bytes as its one fixed-size copy when there is room for it.
+    macro_rules! piece_text {
+        ($p:expr, $t:expr) => {{
+            let p: &Piece = $p;
+            if p.len < copy_below && SLOT <= buf.len() - pos {
+                buf[pos..pos + SLOT].copy_from_slice(&p.bytes);
+                pos += p.len;
             } else {
                 text!($t)
             }
+        }};
+    }
+    // A piece known to be copied with room for it: padded (`SLOT` bytes of room) or exact.
+    macro_rules! put {
+        ($p:expr, $pad:expr) => {{
+            let p: &Piece = $p;
+            if $pad {
+                buf[pos..pos + SLOT].copy_from_slice(&p.bytes);
+            } else {
+                copy_into(&mut buf[pos..pos + p.len], &p.bytes[..p.len]);
+            }
+            pos += p.len;
+        }};
+    }
+    // The value of step `$j`'s output for element `$item`.
+    macro_rules! value {
+        ($st:expr, $j:expr, $item:expr) => {{
+            let st: &Step = $st;
+            match &st.src {
+                Src::Item if by_ref => Some($item),
+                Src::Field(name) if by_ref => match $item {
+                    Value::Map(m) => FieldKey::decoded(name).get(m),
+                    _ => None,
+                },
+                _ => code_at(ops, $j).and_then(|code| lookup_in(locals, assigns, code)),
+            }
+        }};
+    }
+    // One iteration's steps from the first, without checks between them: the caller made sure
+    // of the steps for all of them and the room (and distance to the pause point) for
+    // `iter_max` bytes and `$slack` more, which only strings longer than an integer take.
+    // Stops at the bottom (`j` the body's length) or before the first step that needs more
+    // (`j` that step, not charged, nothing of it written).
+    macro_rules! fast_iteration {
+        ($item:expr, $slack:expr, $pad:expr) => {{
+            let mut slack: usize = $slack;
+            let mut j = 0;
+            while let Some(st) = decoded.get(j) {
+                let mut next = j + 1;
+                match st.kind {
+                    Kind::Output { escape } => match value!(st, j, $item) {
+                        Some(Value::Int(i)) => {
+                            put!(&st.text, $pad);
+                            pos += write_int(&mut buf[pos..pos + MAX_INT_LEN], *i);
+                        }
+                        Some(Value::Str(s))
+                            if s.len() < value_copy_below
+                                && s.len().saturating_sub(MAX_INT_LEN) <= slack
+                                && (!escape || clean(s.bytes())) =>
+                        {
+                            let n = s.len();
+                            slack -= n.saturating_sub(MAX_INT_LEN);
+                            put!(&st.text, $pad);
+                            copy_into(&mut buf[pos..pos + n], s.bytes());
+                            pos += n;
+                        }
+                        _ => break,
+                    },
+                    Kind::Branch {
+                        test,
+                        jump_when,
+                        target,
+                    } => {
+                        let Some(truthy) = decide(test, locals, assigns, ops, j) else {
+                            break;
+                        };
+                        put!(&st.text, $pad);
+                        if truthy == jump_when {
+                            next = target;
+                        }
+                    }
+                    Kind::Text => put!(&st.text, $pad),
+                    Kind::Jump(target) => {
+                        put!(&st.text, $pad);
+                        next = target;
+                    }
+                }
+                left -= 1;
+                j = next;
+            }
+            if j >= decoded.len() {
+                put!(bottom_piece, $pad);
+                left -= 1;
+            }
+            j
         }};
     }
     let mut done = false;
@@ -196,39 +231,46 @@ pub(super) fn run(
         // the buffer's room and the distance to the pause point allow, each of integers and
         // short text only (the first that is not stops the run, uncommitted, and goes the
         // careful way below).
-        if let (true, Elems::Ref { items, k, .. }) = (fast, &mut elems) {
+        if let (true, Elems::Ref { items, k, .. }) = (batch, &mut elems) {
             let items: &[Value] = items;
-            let per_iter = iter_steps + 1;
-            let room = (buf.len() - pos).min(pause_at.saturating_sub(base + pos + 1));
+            let per_iter = n_steps + 1;
+            let room = (buf.len() - pos)
+                .saturating_sub(NARROW)
+                .min(pause_at.saturating_sub(base + pos + 1));
             let n = (left / per_iter)
-                .min((room / iter_bytes) as u64)
+                .min((room / iter_max) as u64)
                 .min(items.len().saturating_sub(*k) as u64);
             let mut ran = 0;
             if let [st] = decoded
                 && bind.index.is_none()
-                && !matches!(st.src, Src::Path(_))
+                && !matches!(st.src, Src::Path)
             {
                 // One output of the element itself (`<td><%= x %></td>`): the same run with
                 // the step's decoding hoisted out of the loop.
-                let (src, text, text_len) = (st.src, st.small.bytes, st.small.len);
-                let (tail, tail_len) = (bottom_small.bytes, bottom_small.len);
+                let key = match &st.src {
+                    Src::Field(name) => Some(FieldKey::decoded(name)),
+                    _ => None,
+                };
+                let mut text = [0; NARROW];
+                text.copy_from_slice(&st.text.bytes[..NARROW]);
+                let mut tail = [0; NARROW];
+                tail.copy_from_slice(&bottom_piece.bytes[..NARROW]);
+                let (text_len, tail_len) = (st.text.len, bottom_piece.len);
                 let n = n as usize;
                 let from = *k;
                 for item in items.iter().skip(from).take(n) {
-                    let found = match src {
-                        Src::Field(key) => match item {
-                            Value::Map(m) => key.get(m),
-                            _ => None,
-                        },
-                        _ => Some(item),
+                    let found = match (key, item) {
+                        (None, item) => Some(item),
+                        (Some(key), Value::Map(m)) => key.get(m),
+                        _ => None,
                     };
                     let Some(Value::Int(i)) = found else {
                         break;
                     };
-                    buf[pos..pos + SMALL].copy_from_slice(&text);
+                    buf[pos..pos + NARROW].copy_from_slice(&text);
                     let at = pos + text_len;
                     let at = at + write_int(&mut buf[at..at + MAX_INT_LEN], *i);
-                    buf[at..at + SMALL].copy_from_slice(&tail);
+                    buf[at..at + NARROW].copy_from_slice(&tail);
                     pos = at + tail_len;
                     ran += 1;
                 }
@@ -240,24 +282,16 @@ pub(super) fn run(
                     set_int(slot, *k as i64);
                 }
                 let mut at = pos;
-                for st in decoded {
-                    let found = match st.src {
-                        Src::Item => Some(item),
-                        Src::Field(key) => match item {
-                            Value::Map(m) => key.get(m),
-                            _ => None,
-                        },
-                        Src::Path(code) => lookup_in(locals, assigns, code),
-                    };
-                    let Some(Value::Int(i)) = found else {
+                for (j, st) in decoded.iter().enumerate() {
+                    let Some(Value::Int(i)) = value!(st, j, item) else {
                         break 'run;
                     };
-                    buf[at..at + SMALL].copy_from_slice(&st.small.bytes);
-                    at += st.small.len;
+                    buf[at..at + NARROW].copy_from_slice(&st.text.bytes[..NARROW]);
+                    at += st.text.len;
                     at += write_int(&mut buf[at..at + MAX_INT_LEN], *i);
                 }
-                buf[at..at + SMALL].copy_from_slice(&bottom_small.bytes);
-                pos = at + bottom_small.len;
+                buf[at..at + NARROW].copy_from_slice(&bottom_piece.bytes[..NARROW]);
+                pos = at + bottom_piece.len;
                 *k += 1;
                 ran += 1;
             }
@@ -291,55 +325,31 @@ pub(super) fn run(
             *pc = body;
             break 'iter Ok(Exit::Pause);
         }
-        let mut first = 0;
-        if fast
-            && left > iter_steps
-            && buf.len() - pos >= iter_bytes
-            && base + pos + iter_bytes < pause_at
-        {
-            // No step can run out, no buffer fill up, no pause fall due: integers and short
-            // text are written without checks until a value that is not an integer.
-            for st in decoded {
-                let found = match st.src {
-                    Src::Item => Some(item),
-                    Src::Field(key) => match item {
-                        Value::Map(m) => key.get(m),
-                        _ => None,
-                    },
-                    Src::Path(code) => lookup_in(locals, assigns, code),
-                };
-                let Some(Value::Int(i)) = found else {
-                    break;
-                };
-                buf[pos..pos + SMALL].copy_from_slice(&st.small.bytes);
-                pos += st.small.len;
-                pos += write_int(&mut buf[pos..pos + MAX_INT_LEN], *i);
-                first += 1;
+        let mut j = 0;
+        if fast && left > n_steps {
+            // Steps for the whole iteration: no step can run out. With room for `iter_max`
+            // bytes before the buffer's end and the pause point, none can fill the buffer or
+            // reach the pause point either: each instruction is written without checks, its
+            // text as one padded copy when the buffer has `SLOT` bytes more.
+            let room = buf.len() - pos;
+            let to_pause = pause_at - (base + pos) - 1;
+            if room >= iter_max + SLOT && to_pause >= iter_max {
+                j = fast_iteration!(item, (room - SLOT).min(to_pause) - iter_max, true);
+            } else if room >= iter_max && to_pause >= iter_max {
+                j = fast_iteration!(item, room.min(to_pause) - iter_max, false);
             }
-            left -= first as u64;
-            if first == decoded.len() {
-                buf[pos..pos + SMALL].copy_from_slice(&bottom_small.bytes);
-                pos += bottom_small.len;
-                left -= 1;
+            if j >= decoded.len() {
                 continue;
             }
         }
-        let mut j = first;
         while let Some(st) = decoded.get(j) {
             let mut next = j + 1;
+            let ins = &ops[j];
             match st.kind {
-                Kind::Output { code, escape } => {
+                Kind::Output { escape } => {
                     // Before the step is charged: a path that does not resolve is left to the
                     // general loop, which reports it.
-                    let found = match st.src {
-                        Src::Item => Some(item),
-                        Src::Field(key) => match item {
-                            Value::Map(m) => key.get(m),
-                            _ => None,
-                        },
-                        Src::Path(code) => lookup_in(locals, assigns, code),
-                    };
-                    let Some(v) = found else {
+                    let Some(v) = value!(st, j, item) else {
                         *pc = body + j;
                         break 'iter Ok(Exit::Go);
                     };
@@ -348,7 +358,7 @@ pub(super) fn run(
                         break 'iter Ok(Exit::Go);
                     }
                     left -= 1;
-                    small_text!(&st.small, st.text);
+                    piece_text!(&st.text, &ins.text);
                     match v {
                         Value::Int(i) if MAX_INT_LEN <= buf.len() - pos => {
                             pos += write_int(&mut buf[pos..pos + MAX_INT_LEN], *i);
@@ -367,7 +377,8 @@ pub(super) fn run(
                         v => {
                             if let Err(m) = through_out!(emit(out, v, escape)) {
                                 *pc = body + next;
-                                break 'iter Err(prog.error(ErrorKind::TypeMismatch, code.span, m));
+                                let span = code_at(ops, j).map(|c| c.span).unwrap_or_default();
+                                break 'iter Err(prog.error(ErrorKind::TypeMismatch, span, m));
                             }
                         }
                     }
@@ -379,7 +390,7 @@ pub(super) fn run(
                 } => {
                     // A condition `fast_cond` cannot decide is left to the general loop, which
                     // evaluates it (and charges its steps).
-                    let Some(truthy) = test.decide(locals, assigns) else {
+                    let Some(truthy) = decide(test, locals, assigns, ops, j) else {
                         *pc = body + j;
                         break 'iter Ok(Exit::Go);
                     };
@@ -388,7 +399,7 @@ pub(super) fn run(
                         break 'iter Ok(Exit::Go);
                     }
                     left -= 1;
-                    small_text!(&st.small, st.text);
+                    piece_text!(&st.text, &ins.text);
                     if truthy == jump_when {
                         next = target;
                     }
@@ -399,7 +410,7 @@ pub(super) fn run(
                         break 'iter Ok(Exit::Go);
                     }
                     left -= 1;
-                    small_text!(&st.small, st.text);
+                    piece_text!(&st.text, &ins.text);
                     if let Kind::Jump(target) = st.kind {
                         next = target;
                     }
@@ -416,7 +427,7 @@ pub(super) fn run(
             break 'iter Ok(Exit::Go);
         }
         left -= 1;
-        small_text!(&bottom_small, bottom);
+        piece_text!(bottom_piece, bottom);
     };
     out.set_pos(pos);
     // Held by reference: the loop's position, and the element in its variable, as binding
@@ -440,105 +451,31 @@ pub(super) fn run(
     result
 }
 
-/// Where a plain loop's output takes its value from.
-#[derive(Clone, Copy)]
-enum Src<'p> {
-    /// The loop's element.
-    Item,
-    /// A key of the loop's element.
-    Field(FieldKey<'p>),
-    /// Any other path, looked up in the frame.
-    Path(&'p Code),
-}
-
-/// Bytes of a [`Small`] copy.
-const SMALL: usize = 16;
-
-/// A static text of up to [`SMALL`] bytes, padded: copied whole with one fixed-size move, the
-/// position then advanced by its length. (`len` is `usize::MAX` for a longer text.)
-struct Small {
-    bytes: [u8; SMALL],
-    len: usize,
-}
-
-impl Small {
-    fn new(text: &[u8]) -> Small {
-        let mut bytes = [0; SMALL];
-        match bytes.get_mut(..text.len()) {
-            Some(b) => {
-                b.copy_from_slice(text);
-                Small {
-                    bytes,
-                    len: text.len(),
-                }
-            }
-            None => Small {
-                bytes,
-                len: usize::MAX,
-            },
-        }
+/// The code of the body's instruction `j`: an output's value or a branch's condition.
+#[inline(always)]
+fn code_at(ops: &[Instr], j: usize) -> Option<&Code> {
+    match &ops.get(j)?.op {
+        Op::Output { code, .. } => Some(code),
+        Op::Branch { cond, .. } => Some(cond),
+        _ => None,
     }
 }
 
-/// One instruction of a plain loop's body, decoded.
-struct Step<'p> {
-    text: &'p Bytes,
-    small: Small,
-    /// Where an output's value comes from (unused by other kinds).
-    src: Src<'p>,
-    kind: Kind<'p>,
-}
-
-/// What a plain loop's instruction does after its text. Jump targets are positions in the
-/// body (its length: the loop's bottom).
-#[derive(Clone, Copy)]
-enum Kind<'p> {
-    Output {
-        code: &'p Code,
-        escape: bool,
-    },
-    Text,
-    Jump(usize),
-    Branch {
-        test: Test<'p>,
-        jump_when: bool,
-        target: usize,
-    },
-}
-
-/// A branch's condition, decoded: a variable compared with an integer constant (`i == 0`) read
-/// straight from its slot, anything else through `fast_cond`. Either way `None` when
-/// `fast_cond` would give `None`.
-#[derive(Clone, Copy)]
-enum Test<'p> {
-    SlotInt { slot: usize, op: BinOp, k: i64 },
-    Cond(&'p Code),
-}
-
-impl<'p> Test<'p> {
-    fn new(cond: &'p Code) -> Test<'p> {
-        if let CodeKind::Binary(op, a, b) = &cond.kind
-            && let (CodeKind::Local(slot), CodeKind::Lit(Value::Int(k))) = (&a.kind, &b.kind)
-            && int_cmp(*op, 0, 0).is_some()
-        {
-            return Test::SlotInt {
-                slot: *slot,
-                op: *op,
-                k: *k,
-            };
-        }
-        Test::Cond(cond)
-    }
-
-    #[inline(always)]
-    fn decide(&self, locals: &[Value], assigns: &[Option<Value>]) -> Option<bool> {
-        match *self {
-            Test::SlotInt { slot, op, k } => match locals.get(slot) {
-                Some(Value::Int(x)) => int_cmp(op, *x, k),
-                _ => None,
-            },
-            Test::Cond(c) => fast_cond(locals, assigns, c),
-        }
+/// A branch's condition decided without `eval`: `None` when `fast_cond` would give `None`.
+#[inline(always)]
+fn decide(
+    test: Test,
+    locals: &[Value],
+    assigns: &[Option<Value>],
+    ops: &[Instr],
+    j: usize,
+) -> Option<bool> {
+    match test {
+        Test::SlotInt { slot, op, k } => match locals.get(slot) {
+            Some(Value::Int(x)) => int_cmp(op, *x, k),
+            _ => None,
+        },
+        Test::Cond => fast_cond(locals, assigns, code_at(ops, j)?),
     }
 }
 
@@ -554,28 +491,6 @@ enum Elems<'s> {
     Bound(&'s mut Loop),
 }
 
-/// Where `code` reads the loop's element whose variable is in slot `item`: the element itself
-/// (`x`) or one of its keys (`x.key`); `None` for any other path.
-fn element_src(code: &Code, item: Option<usize>) -> Option<Src<'_>> {
-    let item = item?;
-    match &code.kind {
-        CodeKind::Local(s) if *s == item => Some(Src::Item),
-        CodeKind::Field(inner, key) if matches!(inner.kind, CodeKind::Local(s) if s == item) => {
-            Some(Src::Field(FieldKey::new(key)))
-        }
-        _ => None,
-    }
-}
-
-/// The variable slot a path starts from (`x` in `x.a.b`).
-fn root(code: &Code) -> Option<usize> {
-    match &code.kind {
-        CodeKind::Local(s) => Some(*s),
-        CodeKind::Field(inner, _) => root(inner),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -584,7 +499,12 @@ mod tests {
     use crate::{Assigns, Engine, Limits, Value};
 
     /// The template compiled with plain loops run here (`plain`) or one instruction at a time.
-    fn engine(source: &str, plain: bool, max_steps: u64, copy_below: usize) -> Engine {
+    fn engine(
+        source: &str,
+        plain: bool,
+        max_steps: u64,
+        (copy_below, value_copy_below): (usize, usize),
+    ) -> Engine {
         NO_PLAIN.with(|c| c.set(!plain));
         let e = Engine::from_source("t", source);
         NO_PLAIN.with(|c| c.set(false));
@@ -594,17 +514,19 @@ mod tests {
                 ..Limits::default()
             })
             .with_copy_below(copy_below)
-            .with_value_copy_below(copy_below)
+            .with_value_copy_below(value_copy_below)
     }
 
-    /// A render's bytes or error, and a stream's chunks and errors.
-    type Outcome = (Result<Vec<u8>, String>, Vec<Result<Vec<u8>, String>>);
+    /// Two renders' bytes or errors (the second with its buffer sized by the first, so that
+    /// loops run into its end), and a stream's chunks and errors.
+    type Outcome = ([Result<Vec<u8>, String>; 2], Vec<Result<Vec<u8>, String>>);
 
     fn outcome(e: &Engine, a: &Assigns, chunk: usize) -> Outcome {
-        let whole = e
-            .render("t", a)
-            .map(|l| l.to_vec())
-            .map_err(|e| e.to_string());
+        let whole = [(); 2].map(|()| {
+            e.render("t", a)
+                .map(|l| l.to_vec())
+                .map_err(|e| e.to_string())
+        });
         let chunks = e
             .stream("t", a.clone(), chunk)
             .unwrap()
@@ -616,7 +538,12 @@ mod tests {
     fn item(kind: u8, i: i64) -> Value {
         match (kind, i % 4) {
             (0, _) | (3, 0) => Value::Int(i * 37 - 50),
-            (1, _) | (3, 1) => Value::from(if i % 2 == 0 { "a&b<" } else { "plain" }),
+            (1, _) | (3, 1) => Value::from(match i % 4 {
+                0 => "a&b<",
+                1 => "plain",
+                2 => "a clean string longer than an integer",
+                _ => "a string longer than an integer & dirty",
+            }),
             (2, _) | (3, 2) => Value::map([("name", Value::from("n")), ("n", Value::Int(i))]),
             _ => Value::map([("n", Value::Int(i))]),
         }
@@ -628,16 +555,17 @@ mod tests {
         #[test]
         fn plain_loops_render_as_one_instruction_at_a_time(
             outputs in proptest::collection::vec(
-                (r"[a-z<>/]{0,20}", 0usize..6, 0u8..4, 0usize..4, r"[a-z<]{0,6}"),
+                (r"[a-z<>/]{0,20}|[a-z]{30,40}", 0usize..6, 0u8..4, 0usize..4, r"[a-z<]{0,6}"),
                 1..4,
             ),
-            bottom in r"[a-z<>/]{0,20}",
+            bottom in r"[a-z<>/]{0,20}|[a-z]{30,40}",
             generator in 0usize..3,
             kind in 0u8..4,
             n in 0i64..30,
             max_steps in prop_oneof![Just(1_000_000u64), 1u64..200],
-            chunk in 1usize..100,
-            copy_below in prop_oneof![Just(256usize), Just(0), Just(6)],
+            chunk in prop_oneof![1usize..100, 100usize..600],
+            copy_below in prop_oneof![Just(256usize), Just(0), Just(6), Just(20)],
+            value_copy_below in prop_oneof![Just(4096usize), Just(0), Just(6), Just(30)],
         ) {
             let (head, vars, conds) = match generator {
                 0 => (
@@ -669,8 +597,9 @@ mod tests {
             let mut a = Assigns::new();
             a.insert("n", n);
             a.insert("items", Value::list((0..n).map(|i| item(kind, i))));
-            let plain = outcome(&engine(&source, true, max_steps, copy_below), &a, chunk);
-            let slow = outcome(&engine(&source, false, max_steps, copy_below), &a, chunk);
+            let below = (copy_below, value_copy_below);
+            let plain = outcome(&engine(&source, true, max_steps, below), &a, chunk);
+            let slow = outcome(&engine(&source, false, max_steps, below), &a, chunk);
             prop_assert_eq!(plain, slow, "{}", source);
         }
     }
@@ -684,7 +613,7 @@ mod tests {
             program
                 .ops
                 .iter()
-                .any(|i| matches!(i.op, crate::program::Op::ForNext { plain: true, .. }))
+                .any(|i| matches!(i.op, crate::program::Op::ForNext { plain: Some(_), .. }))
         );
     }
 
@@ -697,7 +626,7 @@ mod tests {
             .ops
             .iter()
             .filter_map(|i| match i.op {
-                crate::program::Op::ForNext { plain, .. } => Some(plain),
+                crate::program::Op::ForNext { ref plain, .. } => Some(plain.is_some()),
                 _ => None,
             })
             .collect();

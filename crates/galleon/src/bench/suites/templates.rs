@@ -34,8 +34,13 @@ fn data(ctx: &Ctx, name: &str) -> anyhow::Result<Assigns> {
 
 /// Runs the suite.
 pub(super) fn run(ctx: &Ctx, out: &mut Collector) -> anyhow::Result<()> {
-    let templates = Templates::load(&ctx.site, CopyBelow::text(SERVE_COPY_BELOW), Limits::default(), false)
-        .with_context(|| format!("loading the site's templates from {}", ctx.site.display()))?;
+    let templates = Templates::load(
+        &ctx.site,
+        CopyBelow::text(SERVE_COPY_BELOW),
+        Limits::default(),
+        false,
+    )
+    .with_context(|| format!("loading the site's templates from {}", ctx.site.display()))?;
     let iters = |n: i64| {
         let mut a = Assigns::new();
         a.insert("iters", n);
