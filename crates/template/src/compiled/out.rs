@@ -121,18 +121,29 @@ pub struct Out {
     list: Option<IoList>,
     buf: ByteCursor,
     copy_below: usize,
+    /// Shared values (strings, safe HTML) shorter than this are copied, as the engine's
+    /// [`DEFAULT_VALUE_COPY_BELOW`](crate::DEFAULT_VALUE_COPY_BELOW).
+    value_copy_below: usize,
 }
 
 impl Out {
-    /// An empty output: pieces shorter than `copy_below` bytes are copied; the first buffer
-    /// holds `first_buf` bytes (clamped), the next ones [`BUF_BYTES`].
+    /// An empty output: static pieces shorter than `copy_below` bytes are copied, and shared
+    /// values shorter than [`DEFAULT_VALUE_COPY_BELOW`](crate::DEFAULT_VALUE_COPY_BELOW); the
+    /// first buffer holds `first_buf` bytes (clamped), the next ones [`BUF_BYTES`].
     #[inline]
     pub fn new(copy_below: usize, first_buf: usize) -> Out {
         Out {
             list: None,
             buf: ByteCursor::new(Vec::with_capacity(first_buf.clamp(256, MAX_FIRST_BUF))),
             copy_below,
+            value_copy_below: crate::DEFAULT_VALUE_COPY_BELOW,
         }
+    }
+
+    /// The same output with another copy threshold for shared values.
+    pub fn with_value_copy_below(mut self, bytes: usize) -> Out {
+        self.value_copy_below = bytes;
+        self
     }
 
     /// The list bytes are handed to (made on first use).
@@ -237,10 +248,10 @@ impl Out {
         }
     }
 
-    /// Shared bytes: referenced when at least the copy threshold long, copied otherwise.
+    /// Shared bytes (a value): referenced when at least the value threshold long, else copied.
     #[inline]
     pub fn shared(&mut self, b: &Bytes) {
-        if b.len() >= self.copy_below {
+        if b.len() >= self.value_copy_below {
             self.flush();
             self.list().push_bytes(b.clone());
         } else {
@@ -285,16 +296,16 @@ impl Out {
         self.copy(&s[start..]);
     }
 
-    /// Shared text, HTML-escaped: clean runs of at least the copy threshold are referenced
-    /// (slices of `b`, no copy); the rest is copied.
+    /// Shared text (a value), HTML-escaped: clean runs of at least the value threshold are
+    /// referenced (slices of `b`, no copy); the rest is copied.
     pub fn escaped_shared(&mut self, b: &Bytes) {
-        if b.len() < self.copy_below {
+        if b.len() < self.value_copy_below {
             return self.escaped(b);
         }
         let mut start = 0;
         while start < b.len() {
             let end = first_special(&b[start..]).map_or(b.len(), |i| start + i);
-            if end - start >= self.copy_below {
+            if end - start >= self.value_copy_below {
                 self.flush();
                 self.list().push_bytes(b.slice(start..end));
             } else {
@@ -309,7 +320,7 @@ impl Out {
 
     /// Already-rendered HTML, shared: a short list is copied, a long one nested.
     pub fn html(&mut self, html: &Arc<IoList>) {
-        if html.len() < self.copy_below {
+        if html.len() < self.value_copy_below {
             for seg in html.segments() {
                 self.copy(seg);
             }
@@ -321,7 +332,7 @@ impl Out {
 
     /// Already-rendered HTML, appended segment by segment (referenced segments stay referenced).
     pub fn append(&mut self, html: &IoList) {
-        if html.len() < self.copy_below {
+        if html.len() < self.value_copy_below {
             for seg in html.segments() {
                 self.copy(seg);
             }
@@ -640,14 +651,25 @@ mod tests {
     #[test]
     fn long_clean_runs_are_referenced() {
         let long = Bytes::from(format!("{}&{}", "x".repeat(300), "y".repeat(10)));
+        let mut want = b"<p>".to_vec();
+        want.extend_from_slice(format!("{}&amp;{}", "x".repeat(300), "y".repeat(10)).as_bytes());
+        // Under the default value threshold (4 KiB) the value is copied, as the engine copies it.
         let mut out = Out::new(256, 0);
+        out.copy(b"<p>");
+        out.escaped_shared(&long);
+        let list = out.finish();
+        assert!(
+            list.segments().all(|s| s.as_ptr() != long.as_ptr()),
+            "copied"
+        );
+        assert_eq!(list.to_vec(), want);
+        // From the threshold up, a clean run is a slice of the value.
+        let mut out = Out::new(256, 0).with_value_copy_below(256);
         out.copy(b"<p>");
         out.escaped_shared(&long);
         let list = out.finish();
         let segs: Vec<&[u8]> = list.segments().collect();
         assert_eq!(segs[1].as_ptr(), long.as_ptr(), "the clean run is a slice");
-        let mut want = b"<p>".to_vec();
-        want.extend_from_slice(format!("{}&amp;{}", "x".repeat(300), "y".repeat(10)).as_bytes());
         assert_eq!(list.to_vec(), want);
     }
 
