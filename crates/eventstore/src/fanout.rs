@@ -52,6 +52,7 @@ pub const SUBSCRIPTION_BATCH: usize = 500;
 /// [`SUBSCRIPTION_BATCH`] after a short one. Each read is a round trip that waits its turn behind
 /// every subscriber task on the runtime, so under load the feed's rate is events per read times
 /// reads per second; larger reads when behind raised it (bench/results/eventstore-consumers.txt).
+/// The default of `OpenOptions::tail_batch_max` (`galleon serve --events-tail-batch`).
 pub const TAIL_BATCH_MAX: usize = 4 * SUBSCRIPTION_BATCH;
 
 /// How often the tailer re-reads `$all` even without a wake-up. Wake-ups (in-process after
@@ -187,6 +188,8 @@ pub struct FanoutStats {
 pub(crate) struct Hub {
     source: Arc<dyn Source>,
     capacity: usize,
+    /// Most events per tailer read ([`TAIL_BATCH_MAX`] by default).
+    tail_max: usize,
     state: Mutex<HubState>,
     published: AtomicU64,
     events_published: AtomicU64,
@@ -298,10 +301,11 @@ impl std::fmt::Debug for Hub {
 }
 
 impl Hub {
-    pub(crate) fn new(source: Arc<dyn Source>, capacity: usize) -> Hub {
+    pub(crate) fn new(source: Arc<dyn Source>, capacity: usize, tail_max: usize) -> Hub {
         Hub {
             source,
             capacity: capacity.clamp(1, MAX_SUBSCRIBER_BUFFER),
+            tail_max: tail_max.clamp(SUBSCRIPTION_BATCH, crate::MAX_READ_EVENTS),
             state: Mutex::new(HubState::default()),
             published: AtomicU64::new(0),
             events_published: AtomicU64::new(0),
@@ -417,7 +421,7 @@ async fn tail(hub: Arc<Hub>, tx: broadcast::Sender<Feed>, mut cursor: u64) {
                 retry = RETRY_MIN;
                 let full = events.len() == want;
                 want = if full {
-                    (want * 2).min(TAIL_BATCH_MAX)
+                    (want * 2).min(hub.tail_max)
                 } else {
                     SUBSCRIPTION_BATCH
                 };

@@ -37,6 +37,11 @@ pub struct OpenOptions {
     /// [`crate::DEFAULT_SUBSCRIBER_BUFFER`], 1 to [`crate::MAX_SUBSCRIBER_BUFFER`]); one further
     /// behind reads the store itself until it has caught up.
     pub subscriber_buffer: Option<usize>,
+    /// Most events the live feed's one reader takes per query when it is behind (default
+    /// [`crate::TAIL_BATCH_MAX`], [`crate::SUBSCRIPTION_BATCH`] to [`crate::MAX_READ_EVENTS`]):
+    /// it doubles its reads from `SUBSCRIPTION_BATCH` up to this. A batch's memory, times
+    /// `subscriber_buffer`, bounds what the live feed holds.
+    pub tail_batch_max: Option<usize>,
     /// SQLite only: threads running the reads, a pool of their own beside tokio's blocking pool
     /// (default [`crate::DEFAULT_SQLITE_READER_THREADS`], 1 to
     /// [`crate::MAX_SQLITE_READER_THREADS`]). WAL readers run concurrently, one connection each.
@@ -97,8 +102,16 @@ impl Store {
                 "subscriber buffer {buffer}: expected 1 to {MAX_SUBSCRIBER_BUFFER} batches"
             )));
         }
+        let tail_max = options.tail_batch_max.unwrap_or(crate::TAIL_BATCH_MAX);
+        if !(crate::SUBSCRIPTION_BATCH..=crate::MAX_READ_EVENTS).contains(&tail_max) {
+            return Err(Error::InvalidInput(format!(
+                "tail batch {tail_max}: expected {} to {} events",
+                crate::SUBSCRIPTION_BATCH,
+                crate::MAX_READ_EVENTS
+            )));
+        }
         let backend = Store::open_backend(url, options).await?;
-        let hub = Arc::new(Hub::new(Arc::new(backend.clone()), buffer));
+        let hub = Arc::new(Hub::new(Arc::new(backend.clone()), buffer, tail_max));
         Ok(Store {
             backend,
             hub,

@@ -25,7 +25,16 @@ fn tiny_buffer() -> OpenOptions {
     }
 }
 
+/// The tailer's reads capped at one subscription batch (`OpenOptions::tail_batch_max`).
+fn capped_tail() -> OpenOptions {
+    OpenOptions {
+        tail_batch_max: Some(SUBSCRIPTION_BATCH),
+        ..OpenOptions::default()
+    }
+}
+
 on_both_backends!(super::tiny_buffer(); check_a_slow_subscriber_catches_up_and_rejoins);
+on_both_backends!(super::capped_tail(); check_a_capped_tailer_reads_no_more_than_its_cap);
 on_both_backends!(galleon_eventstore::OpenOptions::default();
     check_subscribers_share_one_reader,
     check_a_tailer_behind_reads_larger_batches,
@@ -113,21 +122,24 @@ async fn check_subscribers_share_one_reader(ctx: Ctx) {
     drop(subs);
 }
 
-/// An append larger than one read leaves the one reader behind: it doubles each full read (500,
-/// 1,000, 2,000 events) instead of taking 500 at a time, so the feed keeps up with bursts;
-/// subscribers still get every event once, in order.
-async fn check_a_tailer_behind_reads_larger_batches(ctx: Ctx) {
+/// Appends a burst of seven subscription batches while one subscriber follows `$all`; checks
+/// that it gets every event once, in order, and returns how many batches the tailer published.
+async fn burst_batches(ctx: &Ctx, stream: &str) -> u64 {
     const BURST: usize = SUBSCRIPTION_BATCH * 7;
     let s = &ctx.store;
     let mut sub = s.subscribe_all(0);
-    s.append("burst-0", ExpectedVersion::Any, vec![event("T", 0)])
-        .await
-        .unwrap();
+    s.append(
+        &format!("{stream}-0"),
+        ExpectedVersion::Any,
+        vec![event("T", 0)],
+    )
+    .await
+    .unwrap();
     collect(&mut sub, 1).await;
     let before = s.fanout_stats();
     let events: Vec<_> = (1..=BURST).map(|i| event("T", i)).collect();
     let written: Vec<Uuid> = events.iter().map(|e| e.id).collect();
-    s.append("burst-1", ExpectedVersion::Any, events)
+    s.append(&format!("{stream}-1"), ExpectedVersion::Any, events)
         .await
         .unwrap();
     assert_eq!(ids(&collect(&mut sub, BURST).await), written);
@@ -136,12 +148,57 @@ async fn check_a_tailer_behind_reads_larger_batches(ctx: Ctx) {
         after.events_published - before.events_published,
         BURST as u64
     );
+    after.batches_published - before.batches_published
+}
+
+/// An append larger than one read leaves the one reader behind: it doubles each full read (500,
+/// 1,000, 2,000 events) instead of taking 500 at a time, so the feed keeps up with bursts;
+/// subscribers still get every event once, in order.
+async fn check_a_tailer_behind_reads_larger_batches(ctx: Ctx) {
     assert_eq!(
-        after.batches_published - before.batches_published,
+        burst_batches(&ctx, "burst").await,
         3,
-        "reads of 500, 1,000 and 2,000 events: {after:?}"
+        "reads of 500, 1,000 and 2,000 events"
     );
     const { assert!(TAIL_BATCH_MAX >= 4 * SUBSCRIPTION_BATCH) };
+}
+
+/// The same burst with the tailer's reads capped at 500 events: seven reads of 500.
+async fn check_a_capped_tailer_reads_no_more_than_its_cap(ctx: Ctx) {
+    assert_eq!(
+        burst_batches(&ctx, "cap").await,
+        7,
+        "reads of 500 events each"
+    );
+}
+
+#[tokio::test]
+async fn a_tail_batch_outside_its_range_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("events.db").display());
+    for bad in [
+        SUBSCRIPTION_BATCH - 1,
+        galleon_eventstore::MAX_READ_EVENTS + 1,
+    ] {
+        let options = OpenOptions {
+            tail_batch_max: Some(bad),
+            ..OpenOptions::default()
+        };
+        let err = galleon_eventstore::Store::open_with(&url, options)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, galleon_eventstore::Error::InvalidInput(_)),
+            "{bad}: {err:?}"
+        );
+    }
+    let options = OpenOptions {
+        tail_batch_max: Some(galleon_eventstore::MAX_READ_EVENTS),
+        ..OpenOptions::default()
+    };
+    galleon_eventstore::Store::open_with(&url, options)
+        .await
+        .unwrap();
 }
 
 /// Streams in categories that share prefixes, several types, appends before and after the

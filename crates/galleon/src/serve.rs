@@ -152,6 +152,10 @@ pub(crate) struct Args {
     /// store for all of them); a subscriber further behind reads the store itself.
     #[arg(long, default_value_t = galleon_eventstore::DEFAULT_SUBSCRIBER_BUFFER, value_name = "N")]
     events_subscriber_buffer: usize,
+    /// Most events the live feed's one reader takes per query when it is behind (it doubles
+    /// its reads from 500 up to this); 500 to 10,000.
+    #[arg(long, default_value_t = galleon_eventstore::TAIL_BATCH_MAX, value_name = "N")]
+    events_tail_batch: usize,
     /// SQLite only: threads (one connection each) that run the store's reads, apart from every
     /// other kind of blocking work.
     #[arg(long, default_value_t = galleon_eventstore::DEFAULT_SQLITE_READER_THREADS, value_name = "N")]
@@ -344,8 +348,17 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         schema: args.events_schema.clone(),
         keep_alive: secs(args.events_keep_alive, "events-keep-alive")?,
         subscriber_buffer: args.events_subscriber_buffer,
+        tail_batch: args.events_tail_batch,
         sqlite_reader_threads: args.sqlite_reader_threads,
     };
+    anyhow::ensure!(
+        (galleon_eventstore::SUBSCRIPTION_BATCH..=galleon_eventstore::MAX_READ_EVENTS)
+            .contains(&events.tail_batch),
+        "--events-tail-batch {}: expected {} to {} events",
+        events.tail_batch,
+        galleon_eventstore::SUBSCRIPTION_BATCH,
+        galleon_eventstore::MAX_READ_EVENTS
+    );
     anyhow::ensure!(
         (1..=galleon_eventstore::MAX_SQLITE_READER_THREADS).contains(&events.sqlite_reader_threads),
         "--sqlite-reader-threads {}: expected 1 to {}",

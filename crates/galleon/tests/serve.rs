@@ -386,6 +386,10 @@ fn out_of_range_durations_and_sizes_are_refused_at_start() {
             "--events-subscriber-buffer 0: expected 1 to 65536",
         ),
         (
+            ["--events-tail-batch", "499"],
+            "--events-tail-batch 499: expected 500 to 10000 events",
+        ),
+        (
             ["--sqlite-reader-threads", "0"],
             "--sqlite-reader-threads 0: expected 1 to 256",
         ),

@@ -70,6 +70,8 @@ pub(crate) struct EventsConfig {
     pub(crate) keep_alive: Duration,
     /// Live-feed batches kept for subscribers that fall behind.
     pub(crate) subscriber_buffer: usize,
+    /// Most events the live feed's reader takes per query when behind.
+    pub(crate) tail_batch: usize,
     /// SQLite only: the store's reader threads.
     pub(crate) sqlite_reader_threads: usize,
 }
@@ -98,6 +100,7 @@ pub(crate) async fn open(config: &EventsConfig) -> anyhow::Result<Option<Store>>
         pg_schema: config.schema.clone(),
         pg_application_name: Some("galleon".to_owned()),
         subscriber_buffer: Some(config.subscriber_buffer),
+        tail_batch_max: Some(config.tail_batch),
         sqlite_reader_threads: Some(config.sqlite_reader_threads),
         ..OpenOptions::default()
     };
