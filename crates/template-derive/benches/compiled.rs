@@ -10,40 +10,12 @@ use galleon_template::compiled::Template as _;
 use galleon_template::{Assigns, Engine, Value};
 use galleon_template_derive::Template;
 
-const BIG_TABLE: &str = "
-<table>
-<%= for row <- @table do %>
-<tr><%= for col <- row do %><td><%= col %></td><% end %></tr>
-<% end %>
-</table>
-";
+const BIG_TABLE: &str = include_str!("../../template/benches/templates/big-table.html.eex");
 
-const TEAMS: &str = r#"
-<html>
-  <head>
-    <title><%= @year %></title>
-  </head>
-  <body>
-    <h1>CSL <%= @year %></h1>
-    <ul>
-    <%= for {team, i} <- Enum.with_index(@teams) do %>
-      <li class="<%= if i == 0 do %>champion<% end %>">
-      <b><%= team.name %></b>: <%= team.score %>
-      </li>
-    <% end %>
-    </ul>
-  </body>
-</html>
-"#;
+const TEAMS: &str = include_str!("../../template/benches/templates/teams.html.eex");
 
 #[derive(Template)]
-#[template(source = "
-<table>
-<%= for row <- @table do %>
-<tr><%= for col <- row do %><td><%= col %></td><% end %></tr>
-<% end %>
-</table>
-")]
+#[template(path = "../template/benches/templates/big-table.html.eex")]
 struct BigTable {
     table: Vec<Vec<usize>>,
 }
@@ -54,23 +26,7 @@ struct Team {
 }
 
 #[derive(Template)]
-#[template(source = r#"
-<html>
-  <head>
-    <title><%= @year %></title>
-  </head>
-  <body>
-    <h1>CSL <%= @year %></h1>
-    <ul>
-    <%= for {team, i} <- Enum.with_index(@teams) do %>
-      <li class="<%= if i == 0 do %>champion<% end %>">
-      <b><%= team.name %></b>: <%= team.score %>
-      </li>
-    <% end %>
-    </ul>
-  </body>
-</html>
-"#)]
+#[template(path = "../template/benches/templates/teams.html.eex")]
 struct Teams {
     year: u16,
     teams: Vec<Team>,

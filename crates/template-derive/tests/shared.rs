@@ -195,62 +195,18 @@ fn site_pages_render_the_same_bytes() {
 }
 
 /// The benchmarks' templates (crates/template/benches/common/mod.rs).
-const BENCH_BIG_TABLE: &str = "
-<table>
-<%= for row <- @table do %>
-<tr><%= for col <- row do %><td><%= col %></td><% end %></tr>
-<% end %>
-</table>
-";
+const BENCH_BIG_TABLE: &str = include_str!("../../template/benches/templates/big-table.html.eex");
 
-const BENCH_TEAMS: &str = r#"
-<html>
-  <head>
-    <title><%= @year %></title>
-  </head>
-  <body>
-    <h1>CSL <%= @year %></h1>
-    <ul>
-    <%= for {team, i} <- Enum.with_index(@teams) do %>
-      <li class="<%= if i == 0 do %>champion<% end %>">
-      <b><%= team.name %></b>: <%= team.score %>
-      </li>
-    <% end %>
-    </ul>
-  </body>
-</html>
-"#;
+const BENCH_TEAMS: &str = include_str!("../../template/benches/templates/teams.html.eex");
 
 #[derive(Template, Serialize, Clone)]
-#[template(source = "
-<table>
-<%= for row <- @table do %>
-<tr><%= for col <- row do %><td><%= col %></td><% end %></tr>
-<% end %>
-</table>
-")]
+#[template(path = "../template/benches/templates/big-table.html.eex")]
 struct BenchBigTable {
     table: Vec<Vec<usize>>,
 }
 
 #[derive(Template, Serialize, Clone)]
-#[template(source = r#"
-<html>
-  <head>
-    <title><%= @year %></title>
-  </head>
-  <body>
-    <h1>CSL <%= @year %></h1>
-    <ul>
-    <%= for {team, i} <- Enum.with_index(@teams) do %>
-      <li class="<%= if i == 0 do %>champion<% end %>">
-      <b><%= team.name %></b>: <%= team.score %>
-      </li>
-    <% end %>
-    </ul>
-  </body>
-</html>
-"#)]
+#[template(path = "../template/benches/templates/teams.html.eex")]
 struct BenchTeams {
     year: u16,
     teams: Vec<Team>,

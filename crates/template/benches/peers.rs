@@ -104,36 +104,14 @@ struct AskamaTeams<'a> {
 /// galleon's compiled path: the same EEx source as `common::BIG_TABLE_EEX`, compiled into Rust
 /// by `#[derive(Template)]` (the byte check below holds them to the same output).
 #[derive(galleon_template_derive::Template)]
-#[template(source = "
-<table>
-<%= for row <- @table do %>
-<tr><%= for col <- row do %><td><%= col %></td><% end %></tr>
-<% end %>
-</table>
-")]
+#[template(path = "benches/templates/big-table.html.eex")]
 struct CompiledBigTable {
     table: Vec<Vec<usize>>,
 }
 
 /// `common::TEAMS_EEX`, compiled.
 #[derive(galleon_template_derive::Template)]
-#[template(source = r#"
-<html>
-  <head>
-    <title><%= @year %></title>
-  </head>
-  <body>
-    <h1>CSL <%= @year %></h1>
-    <ul>
-    <%= for {team, i} <- Enum.with_index(@teams) do %>
-      <li class="<%= if i == 0 do %>champion<% end %>">
-      <b><%= team.name %></b>: <%= team.score %>
-      </li>
-    <% end %>
-    </ul>
-  </body>
-</html>
-"#)]
+#[template(path = "benches/templates/teams.html.eex")]
 struct CompiledTeams {
     year: i64,
     teams: Vec<Team>,
@@ -141,15 +119,7 @@ struct CompiledTeams {
 
 /// The site's Blah page (`site/pages/blah.html.eex`, 410 KB at `iters = 1000`), compiled.
 #[derive(galleon_template_derive::Template)]
-#[template(source = r#"<%= for a <- 1..@iters do %>
-BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
-BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
-BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
-
-BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
-BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
-BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
-<% end %>"#)]
+#[template(path = "../../site/pages/blah.html.eex")]
 struct CompiledBlah {
     iters: i64,
 }
@@ -169,16 +139,8 @@ struct SailfishBlah {
     iters: i64,
 }
 
-/// Blah's EEx source, for the runtime engine.
-const BLAH_EEX: &str = r#"<%= for a <- 1..@iters do %>
-BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
-BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
-BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
-
-BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
-BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
-BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah BlahBlahBlahBlah
-<% end %>"#;
+/// Blah's EEx source (the site's page), for the runtime engine.
+const BLAH_EEX: &str = include_str!("../../../site/pages/blah.html.eex");
 
 /// Repeats of Blah's block: a 410 KB page, as `GET /blah?iters=1000` serves it.
 const BLAH_ITERS: i64 = 1000;

@@ -13,13 +13,7 @@ use galleon_template::{Assigns, Engine, Value};
 pub(crate) const TABLE_SIZE: usize = 100;
 
 /// The big table in EEx; renders byte for byte what [`BIG_TABLE_JINJA`] renders.
-pub(crate) const BIG_TABLE_EEX: &str = "
-<table>
-<%= for row <- @table do %>
-<tr><%= for col <- row do %><td><%= col %></td><% end %></tr>
-<% end %>
-</table>
-";
+pub(crate) const BIG_TABLE_EEX: &str = include_str!("../templates/big-table.html.eex");
 
 /// The big table as tera's own benchmark writes it (minijinja reads it too).
 pub(crate) const BIG_TABLE_JINJA: &str = "
@@ -31,23 +25,7 @@ pub(crate) const BIG_TABLE_JINJA: &str = "
 ";
 
 /// Teams in EEx.
-pub(crate) const TEAMS_EEX: &str = r#"
-<html>
-  <head>
-    <title><%= @year %></title>
-  </head>
-  <body>
-    <h1>CSL <%= @year %></h1>
-    <ul>
-    <%= for {team, i} <- Enum.with_index(@teams) do %>
-      <li class="<%= if i == 0 do %>champion<% end %>">
-      <b><%= team.name %></b>: <%= team.score %>
-      </li>
-    <% end %>
-    </ul>
-  </body>
-</html>
-"#;
+pub(crate) const TEAMS_EEX: &str = include_str!("../templates/teams.html.eex");
 
 /// Teams as tera's own benchmark writes it.
 pub(crate) const TEAMS_JINJA: &str = r#"
