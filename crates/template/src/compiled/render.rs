@@ -135,32 +135,6 @@ impl Render for bool {
     }
 }
 
-impl Render for str {
-    #[inline]
-    fn render(&self, out: &mut Out) -> Result<(), Error> {
-        out.escaped(self.as_bytes());
-        Ok(())
-    }
-
-    #[inline]
-    fn render_raw(&self, out: &mut Out) -> Result<(), Error> {
-        out.copy(self.as_bytes());
-        Ok(())
-    }
-
-    #[inline]
-    fn __write(&self, w: &mut Writer<'_>) -> Result<(), Error> {
-        w.escaped(self.as_bytes());
-        Ok(())
-    }
-
-    #[inline]
-    fn __write_raw(&self, w: &mut Writer<'_>) -> Result<(), Error> {
-        w.copy_text(self.as_bytes());
-        Ok(())
-    }
-}
-
 impl Render for char {
     fn render(&self, out: &mut Out) -> Result<(), Error> {
         self.encode_utf8(&mut [0; 4]).render(out)
@@ -200,7 +174,7 @@ macro_rules! deref_str {
         }
     )*};
 }
-deref_str!(String, Cow<'_, str>);
+deref_str!(str, String, Cow<'_, str>);
 
 impl Render for Str {
     /// Long clean runs are referenced (slices of the shared bytes), not copied.
