@@ -9,7 +9,7 @@ use std::ops::Range;
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use crate::request::{Method, Request, split_target};
+use crate::request::{HeaderAt, HeaderRanges, Method, Request, split_target};
 use crate::response::StatusCode;
 
 /// Longest chunk-size line in a chunked request body (`1f4;ext=value\r\n`): 1 KiB leaves room
@@ -54,6 +54,9 @@ fn parse_into<'b>(
     buf: &'b [u8],
     storage: &mut [MaybeUninit<httparse::Header<'b>>],
 ) -> Result<Option<(usize, ParsedHead)>, HeadError> {
+    // Header positions are kept as `u32` offsets: a head past the first 4 GiB of the buffer is
+    // never complete (every configurable head limit is far below it).
+    let buf = &buf[..buf.len().min(u32::MAX as usize)];
     let mut req = httparse::Request::new(&mut []);
     let len = match req.parse_with_uninit_headers(buf, storage) {
         Ok(httparse::Status::Complete(n)) => n,
@@ -72,9 +75,9 @@ fn parse_into<'b>(
         return Err(HeadError::Malformed);
     }
     let minor_version = req.version.ok_or(HeadError::Malformed)?;
-    let mut headers = Vec::with_capacity(req.headers.len());
+    let mut headers = HeaderRanges::with_capacity(req.headers.len());
     for h in req.headers.iter() {
-        headers.push((at(h.name.as_bytes()), at(h.value)));
+        headers.push(HeaderAt::new(at(h.name.as_bytes()), at(h.value)));
     }
     let (path, query) = split_target(origin_part(buf, at(target.as_bytes())), buf);
     Ok(Some((
@@ -95,7 +98,7 @@ pub(crate) struct ParsedHead {
     method: Method,
     path: Range<usize>,
     query: Option<Range<usize>>,
-    headers: Vec<(Range<usize>, Range<usize>)>,
+    headers: HeaderRanges,
     minor_version: u8,
 }
 

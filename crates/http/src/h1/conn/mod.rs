@@ -100,6 +100,9 @@ struct Conn {
     shared: Arc<Shared>,
     /// Bytes of the server's request-body budget the current request holds.
     body_held: u64,
+    /// When the last exchange ended, if the observer read the clock then: the start of the
+    /// idle wait that follows, so that wait's deadline needs no clock read of its own.
+    idle_from: Option<Instant>,
     /// The last response's status and write calls (for the observer).
     last_status: u16,
     last_writes: WriteStats,
@@ -154,6 +157,7 @@ pub(crate) async fn serve_connection(
         sink,
         shared,
         body_held: 0,
+        idle_from: None,
         last_status: 0,
         last_writes: WriteStats::default(),
     };
@@ -188,18 +192,25 @@ async fn timed<F: Future>(
     if timer.deadline() > deadline {
         timer.as_mut().reset(deadline);
     }
-    loop {
-        tokio::select! {
-            biased;
-            v = op.as_mut() => return Some(v),
-            () = timer.as_mut() => {
-                if Instant::now() >= deadline {
-                    return None;
-                }
-                timer.as_mut().reset(deadline);
-            }
+    // `op` was just polled with this task's waker and is pending, so it will wake the task when
+    // it can progress: the first round below polls only the timer. Polling `op` again at once
+    // (as a `select!` would) cost a second futile poll of an idle read on every request.
+    let mut op_pending = true;
+    std::future::poll_fn(|cx| {
+        if !std::mem::take(&mut op_pending)
+            && let Poll::Ready(v) = op.as_mut().poll(cx)
+        {
+            return Poll::Ready(Some(v));
         }
-    }
+        while timer.as_mut().poll(cx).is_ready() {
+            if Instant::now() >= deadline {
+                return Poll::Ready(None);
+            }
+            timer.as_mut().reset(deadline);
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 impl Conn {
@@ -215,7 +226,7 @@ impl Conn {
             // What the observer is told, taken before the handler owns the request.
             let observed = self.shared.observer.as_ref().map(|o| {
                 (
-                    std::time::Instant::now(),
+                    Instant::now(),
                     req.method().clone(),
                     o.wants_target().then(|| req.target_string()),
                 )
@@ -267,13 +278,16 @@ impl Conn {
                 .await;
             self.release_body_budget();
             if let (Some(o), Some((started, method, target))) = (&self.shared.observer, observed) {
+                let ended = Instant::now();
+                // The next idle wait starts now: its deadline reuses this clock read.
+                self.idle_from = Some(ended);
                 o.exchange(&Exchange {
                     method: method.as_str(),
                     target: target.as_deref().unwrap_or(""),
                     route: route.and_then(|i| self.shared.router.pattern(i)),
                     route_index: route,
                     status: self.last_status,
-                    elapsed: started.elapsed(),
+                    elapsed: ended - started,
                     writes: self.last_writes,
                     completed: written.is_ok(),
                     peer: self.peer,
@@ -300,6 +314,7 @@ impl Conn {
         // one clock read, for the idle wait before it, where it cost two.
         let mut idle_deadline = None;
         let mut head_deadline = None;
+        let idle_from = self.idle_from.take();
         let mut head_started = first || !self.buf.is_empty();
         loop {
             if !self.buf.is_empty() {
@@ -337,9 +352,9 @@ impl Conn {
             }
             // `None` until a wait needs it; then fixed for the rest of this head.
             let deadline_slot = if head_started {
-                (&mut head_deadline, limits.header_read_timeout)
+                (&mut head_deadline, limits.header_read_timeout, None)
             } else {
-                (&mut idle_deadline, limits.idle_timeout)
+                (&mut idle_deadline, limits.idle_timeout, idle_from)
             };
             reserve(&mut self.buf, INIT_READ_BUF);
             let idle = self.buf.is_empty();
@@ -354,9 +369,9 @@ impl Conn {
                 read.as_mut().poll(cx).map(Some)
             }));
             let deadline = || {
-                *deadline_slot
-                    .0
-                    .get_or_insert_with(|| Instant::now() + deadline_slot.1)
+                *deadline_slot.0.get_or_insert_with(|| {
+                    deadline_slot.2.unwrap_or_else(Instant::now) + deadline_slot.1
+                })
             };
             match timed(&mut self.timer, deadline, read).await {
                 None if self.buf.is_empty() => return Ok(None),

@@ -364,3 +364,30 @@ fn absolute_form_targets_are_routed_by_their_path() {
         assert_eq!((req.path(), req.query()), (path, query), "{raw:?}");
     }
 }
+
+/// The target is checked as UTF-8 once (by httparse) and kept unchecked after that: text with
+/// multi-byte characters keeps every byte, in origin and absolute form, and a target that is
+/// not UTF-8 is refused before a request exists.
+#[test]
+fn non_ascii_targets_keep_their_text() {
+    let cases = [
+        ("/é?ü=ö", "/é", "ü=ö"),
+        ("http://hé.example/ж/x?q=日本", "/ж/x", "q=日本"),
+        ("http://hé.example?q=€", "/", "q=€"),
+        ("/€€€/€", "/€€€/€", ""),
+    ];
+    for (target, path, query) in cases {
+        let raw = format!("GET {target} HTTP/1.1\r\nHost: h\r\n\r\n");
+        let req = head_of(raw.as_bytes());
+        assert_eq!((req.path(), req.query()), (path, query), "{target}");
+        assert!(req.target().ends_with(query), "{target}");
+    }
+    let mut bad = b"GET /a".to_vec();
+    bad.extend_from_slice(&[0xC3, 0x28]);
+    bad.extend_from_slice(b" HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_eq!(parse_head(&bad, 8).unwrap_err(), HeadError::Malformed);
+    let mut cut = b"GET /a".to_vec();
+    cut.extend_from_slice(&[0xE2, 0x82]);
+    cut.extend_from_slice(b"?x HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_eq!(parse_head(&cut, 8).unwrap_err(), HeadError::Malformed);
+}
