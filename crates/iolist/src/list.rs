@@ -523,6 +523,16 @@ impl IoList {
         (self, self.table().iter())
     }
 
+    /// The bytes of a list that holds exactly one leaf at its top (not inside a nested list):
+    /// what the writer needs to plan the usual response without walking it.
+    #[inline]
+    pub(crate) fn single_leaf(&self) -> Option<&[u8]> {
+        match self.table() {
+            [seg] => leaf(self, seg).ok().map(|(_, s)| s),
+            _ => None,
+        }
+    }
+
     /// The stack of a depth-first walk, started at this list. Room for a few levels of nesting
     /// up front: a response (head, then the body as a nested list) would otherwise grow it, an
     /// allocation and a copy per write.

@@ -377,18 +377,49 @@ struct Planner<'a> {
     peeked: Option<&'a [u8]>,
     policy: WritePolicy,
     iov_limit: usize,
+    /// The whole plan when it was known at the start (see [`two_leaves`]): the batch `fill`
+    /// returns first, with an empty `stack`.
+    ready: Option<[Option<&'a [u8]>; 2]>,
+}
+
+/// The common response (a head, then a body rendered into one buffer: one leaf each) planned
+/// without walking: at most two lists of at most one top-level leaf each, not both short (two
+/// short ones are coalesced), and room for two iovecs. The general walk gives the same batch:
+/// every leaf by reference.
+fn two_leaves<'a>(lists: &[&'a IoList], policy: WritePolicy) -> Option<[Option<&'a [u8]>; 2]> {
+    if lists.len() > 2 || policy.iov_limit() < 2 {
+        return None;
+    }
+    let mut out = [None, None];
+    let mut n = 0;
+    for l in lists {
+        if l.is_empty() {
+            continue;
+        }
+        out[n] = Some(l.single_leaf()?);
+        n += 1;
+    }
+    let small = policy.coalesce_below;
+    match out {
+        [Some(a), Some(b)] if a.len() < small && b.len() < small => None,
+        _ => Some(out),
+    }
 }
 
 impl<'a> Planner<'a> {
     /// A planner walking `lists` in order with `stack` (empty; its capacity is reused).
     fn new(lists: &[&'a IoList], policy: WritePolicy, mut stack: Vec<Cursor<'a>>) -> Self {
-        // The walk pops from the end: the first list goes on top.
-        stack.extend(lists.iter().rev().map(|l| l.cursor()));
+        let ready = two_leaves(lists, policy);
+        if ready.is_none() {
+            // The walk pops from the end: the first list goes on top.
+            stack.extend(lists.iter().rev().map(|l| l.cursor()));
+        }
         Planner {
             stack,
             peeked: None,
             policy,
             iov_limit: policy.iov_limit(),
+            ready,
         }
     }
 
@@ -409,6 +440,13 @@ impl<'a> Planner<'a> {
         stats: &mut WriteStats,
     ) -> bool {
         entries.clear();
+        if let Some(ready) = self.ready.take() {
+            for seg in ready.into_iter().flatten() {
+                stats.bytes_referenced += seg.len() as u64;
+                entries.push(Entry::Ref(seg));
+            }
+            return !entries.is_empty();
+        }
         let small = self.policy.coalesce_below;
         while entries.len() < self.iov_limit && buf.len() < MAX_BATCH_COPY {
             let Some(seg) = self.next_seg() else { break };
@@ -620,6 +658,61 @@ mod tests {
         let st = write_iolist(&mut w, &l, WritePolicy::new(1024, 64)).unwrap();
         assert_eq!(st.bytes_copied, 0);
         assert_eq!(st.iovecs, 3);
+    }
+
+    /// A head and a body of one leaf each take the planned-at-start path; its calls, iovecs and
+    /// counts are the general walk's: both by reference unless both are short, then coalesced.
+    #[test]
+    fn a_head_and_a_one_leaf_body_are_planned_like_any_list() {
+        let policy = WritePolicy::new(1024, 64);
+        let short = |b: u8| {
+            let mut l = IoList::new();
+            l.push_copy(&[b; 40]);
+            l
+        };
+        let long = |b: u8| IoList::from_scratch(vec![b; 3000]);
+        // (first, second, cap per call, expected iovecs in the first call, bytes copied)
+        let cases = [
+            (short(1), long(2), usize::MAX, 2, 0),
+            (long(1), short(2), usize::MAX, 2, 0),
+            (long(1), long(2), usize::MAX, 2, 0),
+            (short(1), short(2), usize::MAX, 1, 80),
+            (short(1), IoList::new(), usize::MAX, 1, 0),
+            (IoList::new(), long(2), usize::MAX, 1, 0),
+            (short(1), long(2), 7, 2, 0),
+        ];
+        for (i, (a, b, cap, iov, copied)) in cases.into_iter().enumerate() {
+            let mut w = Chunky {
+                out: vec![],
+                cap,
+                calls: vec![],
+            };
+            let mut writer = IoWriter::new(policy);
+            writer.write_lists(&mut w, &[&a, &b]).unwrap();
+            let mut want = a.to_vec();
+            want.extend(b.to_vec());
+            assert_eq!(w.out, want, "case {i}");
+            assert_eq!(w.calls[0], iov, "case {i}");
+            let st = writer.take_stats();
+            assert_eq!(st.bytes, want.len() as u64, "case {i}");
+            assert_eq!(st.bytes_copied, copied, "case {i}");
+            assert_eq!(st.bytes_referenced, want.len() as u64 - copied, "case {i}");
+            if cap == usize::MAX {
+                assert_eq!(w.calls.len(), 1, "case {i}");
+            } else {
+                assert_eq!(w.calls.len(), want.len().div_ceil(cap), "case {i}");
+            }
+        }
+        // Nothing at all: no call.
+        let mut w = Chunky {
+            out: vec![],
+            cap: usize::MAX,
+            calls: vec![],
+        };
+        IoWriter::new(policy)
+            .write_lists(&mut w, &[&IoList::new(), &IoList::new()])
+            .unwrap();
+        assert!(w.calls.is_empty());
     }
 
     #[test]
