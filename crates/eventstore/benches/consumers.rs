@@ -19,14 +19,20 @@
 //!    alternating, medians. Target: 1,000 subscribers at most 20% below 0.
 //! 4. **Fan-out to sockets**: 200 subscribers of `$all` (`Store::subscribe_frames` with
 //!    [`api::sse_frame`], as `galleon serve`: each live batch formatted once, its bytes shared),
-//!    each writing the frames to its own loopback TCP socket (127.0.0.1, pairs made here, a task reading and discarding the
-//!    other end), up to 64 ready frames per write as `galleon serve` does, while 8 writers
+//!    each writing the frames to its own loopback TCP socket (127.0.0.1, pairs made here, a task
+//!    reading and discarding the other end). As `galleon serve` does, a subscriber writes the
+//!    frames ready at once in one gathered write (taking no more once it holds 64 frames or
+//!    64 KiB; a live batch's frames come as one shared slice), the shared bytes referenced and
+//!    only runs of frames under 4 KiB copied (its default write policy). Meanwhile 8 writers
 //!    append 1,000-event batches paced at 1.25x what the floor could deliver (so the subscribers,
 //!    not the writers, should be the limit; the notes say which was). Floor, same run: 200
-//!    tasks writing the same kind of frames, made beforehand and grouped 64 per write, to 200
-//!    other socket pairs and doing nothing else. Rounds floor, subscribers, subscribers, floor;
-//!    means. Target: delivered events/s (all subscribers together) >= 0.5x the floor. The notes
-//!    also time `RecordedEvent::clone` and `sse_frame` alone, per event.
+//!    tasks writing the same kind of frames, made beforehand and grouped 64 per write
+//!    (`GALLEON_BENCH_FLOOR_FRAMES`), to 200 other socket pairs and doing nothing else. All 400
+//!    sockets are written through, untimed, before the first round; rounds floor, subscribers,
+//!    subscribers, floor; means. Target: delivered events/s (all subscribers together) >= 0.5x
+//!    the floor. The notes also time `RecordedEvent::clone` and `sse_frame` alone, per event,
+//!    and give the CPU per frame of this process and of the PostgreSQL server (its processes'
+//!    schedstat, other clients included) in the floor and in the subscriber rounds.
 //! 5. **Idle subscribers**: 1,000 live subscribers of `$all`, no appends, 5 s: CPU of this
 //!    process (`/proc/self/stat` utime + stime, in 1/100 s ticks; the sum of the threads'
 //!    `schedstat` in ns beside it) over wall time. Target: under 2% of one core. The
@@ -41,20 +47,18 @@
 //! PostgreSQL rows need `DATABASE_URL` (a fresh schema per run, dropped at the end); without it
 //! they are printed as SKIPPED. Knobs: `GALLEON_BENCH_FILL` (events in the catch-up store,
 //! default 200000), `GALLEON_BENCH_WINDOW_SECS` (each timed window of rows 2-4, default 2),
+//! `GALLEON_BENCH_FLOOR_FRAMES` (frames per write of row 4's floor, default 64),
 //! `GALLEON_BENCH_IDLE_SECS` (row 5, default 5), `GALLEON_BENCH_SQLITE=0` (no SQLite rows).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use futures::{FutureExt as _, StreamExt as _};
+use futures::StreamExt as _;
 use galleon_eventstore::{
-    Direction, EventData, EventFilter, ExpectedVersion, FanoutStats, FrameSubscription,
-    MAX_READ_EVENTS, OpenOptions, RecordedEvent, Store, Subscription, TAIL_BATCH_MAX, api,
+    EventData, EventFilter, ExpectedVersion, FanoutStats, MAX_READ_EVENTS, OpenOptions,
+    RecordedEvent, Store, Subscription, TAIL_BATCH_MAX, api,
 };
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
@@ -91,11 +95,19 @@ const SSE_SUBSCRIBERS: usize = 200;
 /// `SSE_BATCH_EVENTS`, `SSE_BATCH_BYTES`).
 const SSE_BATCH_EVENTS: usize = 64;
 const SSE_BATCH_BYTES: usize = 64 * 1024;
+/// Frames shorter than this are copied into one buffer before the write, longer ones written
+/// from the shared bytes: the iolist writer's default `coalesce_below`, under which `galleon
+/// serve` writes its SSE bodies.
+const COALESCE_BELOW: usize = 4096;
+/// Most slices per `writev` (Linux's `IOV_MAX`).
+const IOV_MAX: usize = 1024;
 /// Writer tasks of row 4, and events per append.
 const SSE_WRITERS: usize = 8;
 const SSE_APPEND_EVENTS: usize = 1_000;
 /// Row 4's offered append rate, as a multiple of the first floor round over the subscribers.
 const SSE_OFFER: f64 = 1.25;
+/// Row 4's untimed writes through every socket before the first round (after [`SETTLE`]).
+const WARM_UP: Duration = Duration::from_millis(500);
 /// Row 4's target: delivered over floor.
 const SSE_TARGET: f64 = 0.5;
 
@@ -495,295 +507,11 @@ impl Counters {
     }
 }
 
-// ---- row 4 ----------------------------------------------------------------------------------
+// ---- row 4: benches/consumers/sse.rs -------------------------------------------------------
 
-/// `n` connected loopback pairs: the server ends (to write to), and a task per client end
-/// reading and discarding everything until EOF.
-async fn socket_pairs(n: usize) -> (Vec<TcpStream>, Vec<JoinHandle<()>>) {
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("binding 127.0.0.1:0");
-    let addr = listener.local_addr().expect("local addr");
-    let (mut servers, mut readers) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    for _ in 0..n {
-        let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
-        let mut client = client.expect("connecting to the bench's own listener");
-        let (server, _) = accepted.expect("accept");
-        server.set_nodelay(true).expect("nodelay");
-        readers.push(tokio::spawn(async move {
-            let mut buf = vec![0u8; 64 * 1024];
-            while let Ok(n) = client.read(&mut buf).await {
-                if n == 0 {
-                    break;
-                }
-            }
-        }));
-        servers.push(server);
-    }
-    (servers, readers)
-}
-
-/// A subscriber of `galleon serve`'s SSE path: waits for frames (`Store::subscribe_frames` with
-/// `sse_frame`: formatted once per live batch, shared), takes the ones ready now (up to
-/// [`SSE_BATCH_EVENTS`] / [`SSE_BATCH_BYTES`]), writes them in one call; counts frames in
-/// `delivered`.
-async fn sse_subscriber(
-    mut sub: FrameSubscription,
-    mut socket: TcpStream,
-    delivered: Arc<AtomicU64>,
-) {
-    let mut chunk = Vec::with_capacity(SSE_BATCH_BYTES + 4096);
-    let mut last = None;
-    loop {
-        chunk.clear();
-        let mut item = sub.next().await;
-        let mut frames = 0;
-        loop {
-            let ready = match item {
-                Some(Ok(f)) => f,
-                Some(Err(e)) => panic!("SSE subscription failed: {e}"),
-                None => panic!("SSE subscription ended"),
-            };
-            assert!(last < Some(ready.last_position), "positions out of order");
-            last = Some(ready.last_position);
-            chunk.extend_from_slice(&ready.bytes);
-            frames += ready.events;
-            if frames >= SSE_BATCH_EVENTS || chunk.len() >= SSE_BATCH_BYTES {
-                break;
-            }
-            match sub.next().now_or_never() {
-                Some(next) => item = next,
-                None => break,
-            }
-        }
-        socket.write_all(&chunk).await.expect("socket write");
-        delivered.fetch_add(frames as u64, Ordering::Relaxed);
-    }
-}
-
-/// The floor: one task per socket writing the chunks (of [`SSE_BATCH_EVENTS`] frames each)
-/// round and round for `window` after [`SETTLE`]; frames/s over the window. Returns the
-/// sockets for the next round.
-async fn floor_round(
-    sockets: Vec<TcpStream>,
-    chunks: Arc<Vec<(Bytes, u64)>>,
-    window: Duration,
-) -> (f64, Vec<TcpStream>) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let written = Arc::new(AtomicU64::new(0));
-    let tasks: Vec<_> = sockets
-        .into_iter()
-        .enumerate()
-        .map(|(i, mut socket)| {
-            let (stop, written, chunks) = (stop.clone(), written.clone(), chunks.clone());
-            tokio::spawn(async move {
-                let mut k = i;
-                while !stop.load(Ordering::Relaxed) {
-                    let (bytes, frames) = &chunks[k % chunks.len()];
-                    socket.write_all(bytes).await.expect("floor socket write");
-                    written.fetch_add(*frames, Ordering::Relaxed);
-                    k += 1;
-                }
-                socket
-            })
-        })
-        .collect();
-    tokio::time::sleep(SETTLE).await;
-    let (c0, t0) = (written.load(Ordering::Relaxed), Instant::now());
-    tokio::time::sleep(window).await;
-    let (c1, t1) = (written.load(Ordering::Relaxed), Instant::now());
-    stop.store(true, Ordering::Relaxed);
-    let mut sockets = Vec::with_capacity(tasks.len());
-    for t in tasks {
-        sockets.push(t.await.expect("floor task"));
-    }
-    ((c1 - c0) as f64 / (t1 - t0).as_secs_f64(), sockets)
-}
-
-/// [`SSE_WRITERS`] tasks appending [`SSE_APPEND_EVENTS`]-event batches for `duration`, paced to
-/// `rate` events/s together, counting events in `appended` as their appends return.
-async fn paced_writers(store: &Store, rate: f64, duration: Duration, appended: Arc<AtomicU64>) {
-    let period = Duration::from_secs_f64((SSE_WRITERS * SSE_APPEND_EVENTS) as f64 / rate)
-        .max(Duration::from_micros(100));
-    let deadline = Instant::now() + duration;
-    let tasks: Vec<_> = (0..SSE_WRITERS)
-        .map(|k| {
-            let (store, appended) = (store.clone(), appended.clone());
-            tokio::spawn(async move {
-                let stream = format!("sse{k}-x");
-                let mut tick = tokio::time::interval(period);
-                let mut n = 0u64;
-                loop {
-                    tick.tick().await;
-                    if Instant::now() >= deadline {
-                        return;
-                    }
-                    let events = (0..SSE_APPEND_EVENTS)
-                        .map(|i| small_event("Sent", 0, k, n + i as u64))
-                        .collect();
-                    store
-                        .append(&stream, ExpectedVersion::Any, events)
-                        .await
-                        .expect("SSE row append");
-                    n += SSE_APPEND_EVENTS as u64;
-                    appended.fetch_add(SSE_APPEND_EVENTS as u64, Ordering::Relaxed);
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.expect("SSE row writer");
-    }
-}
-
-struct SseResult {
-    delivered: f64,
-    floor: f64,
-    floors: Vec<f64>,
-    delivered_rounds: Vec<f64>,
-    offered: f64,
-    /// Of the subscriber rounds' windows.
-    counters: Counters,
-    /// Deliveries/s the offered appends asked for, over the subscriber rounds' windows.
-    wanted: f64,
-    /// Per delivered event, ns: `RecordedEvent::clone` (the feed hands each subscriber its own
-    /// copy) and `sse_frame`, each timed alone over the sample.
-    clone_ns: f64,
-    frame_ns: f64,
-    /// Mean size of the sample's frames.
-    frame_bytes: f64,
-}
-
-async fn sse_fanout(store: &Store, window: Duration) -> SseResult {
-    // The floor's frames: events of the same shape as the writers', stored and read back.
-    let sample = SSE_BATCH_EVENTS * 8;
-    let events = (0..sample)
-        .map(|i| small_event("Sent", 0, 0, i as u64))
-        .collect();
-    store
-        .append("ssefloor-x", ExpectedVersion::Any, events)
-        .await
-        .expect("floor sample append");
-    let stored = store
-        .read_stream("ssefloor-x", 0, sample, Direction::Forward)
-        .await
-        .expect("floor sample read");
-    let chunks: Arc<Vec<(Bytes, u64)>> = Arc::new(
-        stored
-            .chunks(SSE_BATCH_EVENTS)
-            .map(|c| {
-                let mut buf = Vec::new();
-                for e in c {
-                    buf.extend_from_slice(&api::sse_frame(e));
-                }
-                assert!(
-                    buf.len() <= SSE_BATCH_BYTES,
-                    "sample frames larger than expected"
-                );
-                (Bytes::from(buf), c.len() as u64)
-            })
-            .collect(),
-    );
-
-    let (floor_sockets, floor_readers) = socket_pairs(SSE_SUBSCRIBERS).await;
-    let (sub_sockets, sub_readers) = socket_pairs(SSE_SUBSCRIBERS).await;
-    let head = store.head_position().await.expect("head");
-    let delivered = Arc::new(AtomicU64::new(0));
-    let subs: Vec<_> = sub_sockets
-        .into_iter()
-        .map(|socket| {
-            tokio::spawn(sse_subscriber(
-                store.subscribe_frames(head, EventFilter::all(), api::sse_frame),
-                socket,
-                delivered.clone(),
-            ))
-        })
-        .collect();
-    wait_live(store, SSE_SUBSCRIBERS).await;
-
-    let mut floor_sockets = Some(floor_sockets);
-    let (mut floors, mut rounds) = (Vec::new(), Vec::new());
-    let appended = Arc::new(AtomicU64::new(0));
-    let (mut offered, mut counters) = (Vec::new(), Counters::default());
-    // Floor, subscribers, subscribers, floor: each side is early and late once.
-    for phase in ["floor", "subs", "subs", "floor"] {
-        if phase == "floor" {
-            let (rate, s) =
-                floor_round(floor_sockets.take().unwrap(), chunks.clone(), window).await;
-            floor_sockets = Some(s);
-            floors.push(rate);
-            continue;
-        }
-        let rate = SSE_OFFER * floors[0] / SSE_SUBSCRIBERS as f64;
-        let writers = {
-            let (store, appended) = (store.clone(), appended.clone());
-            tokio::spawn(
-                async move { paced_writers(&store, rate, SETTLE + window, appended).await },
-            )
-        };
-        tokio::time::sleep(SETTLE).await;
-        let sample = || {
-            (
-                delivered.load(Ordering::Relaxed),
-                appended.load(Ordering::Relaxed),
-                store.fanout_stats(),
-                Instant::now(),
-            )
-        };
-        let (d0, a0, s0, t0) = sample();
-        tokio::time::sleep(window).await;
-        let (d1, a1, s1, t1) = sample();
-        writers.await.expect("SSE writers");
-        let secs = (t1 - t0).as_secs_f64();
-        rounds.push((d1 - d0) as f64 / secs);
-        offered.push((a1 - a0) as f64 / secs);
-        counters.add(Counters::between(s0, s1, t1 - t0));
-        // Every subscriber gets every event before the next round starts.
-        let want = appended.load(Ordering::Relaxed) * SSE_SUBSCRIBERS as u64;
-        wait_until("the SSE subscribers to deliver every event", || {
-            delivered.load(Ordering::Relaxed) == want
-        })
-        .await;
-    }
-    stop_subscribers(store, subs).await;
-    drop(floor_sockets);
-    for r in floor_readers.into_iter().chain(sub_readers) {
-        tokio::time::timeout(WAIT, r)
-            .await
-            .expect("socket reader did not see EOF")
-            .expect("socket reader");
-    }
-    // What each delivered event costs the subscriber path before the socket, timed alone.
-    let reps = 40;
-    let t = Instant::now();
-    for _ in 0..reps {
-        for e in &stored {
-            std::hint::black_box(e.clone());
-        }
-    }
-    let clone_ns = t.elapsed().as_nanos() as f64 / (reps * stored.len()) as f64;
-    let t = Instant::now();
-    for _ in 0..reps {
-        for e in &stored {
-            std::hint::black_box(api::sse_frame(e));
-        }
-    }
-    let frame_ns = t.elapsed().as_nanos() as f64 / (reps * stored.len()) as f64;
-    let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
-    SseResult {
-        delivered: mean(&rounds),
-        floor: mean(&floors),
-        floors,
-        delivered_rounds: rounds,
-        offered: mean(&offered),
-        counters,
-        wanted: mean(&offered) * SSE_SUBSCRIBERS as f64,
-        clone_ns,
-        frame_ns,
-        frame_bytes: chunks.iter().map(|(b, _)| b.len()).sum::<usize>() as f64
-            / stored.len() as f64,
-    }
-}
+#[path = "consumers/sse.rs"]
+mod sse;
+use sse::{SseResult, sse_fanout};
 
 // ---- row 5 ----------------------------------------------------------------------------------
 
@@ -1148,11 +876,21 @@ async fn main() {
             int(x.sse.floor * x.sse.frame_bytes / 1e6)
         );
         println!(
-            "{name}: row 4 per delivered event, timed alone: RecordedEvent::clone {:.0} ns, sse_frame {:.0} ns \
-             (together a 2-core ceiling of {} deliveries/s before any socket write)",
+            "{name}: row 4 per event, timed alone: RecordedEvent::clone {:.0} ns (per delivery to a Subscription), \
+             sse_frame {:.0} ns (once per live event for all {SSE_SUBSCRIBERS} frame subscribers: {:.1} ns per delivery)",
             x.sse.clone_ns,
             x.sse.frame_ns,
-            int(2e9 / (x.sse.clone_ns + x.sse.frame_ns))
+            x.sse.frame_ns / SSE_SUBSCRIBERS as f64
+        );
+        let (f, d) = (x.sse.floor_cpu, x.sse.delivered_cpu);
+        println!(
+            "{name}: row 4 CPU per frame, ns (this process + the PostgreSQL server): floor {:.0} + {:.0}, \
+             delivered {:.0} + {:.0} (floor / delivered {:.2}: the ratio the 2 cores would allow if both ran them flat out)",
+            f.0,
+            f.1,
+            d.0,
+            d.1,
+            (f.0 + f.1) / (d.0 + d.1)
         );
     }
     println!(

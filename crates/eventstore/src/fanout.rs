@@ -47,11 +47,13 @@ use crate::types::RecordedEvent;
 /// memory small.
 pub const SUBSCRIPTION_BATCH: usize = 500;
 
-/// Most events the tailer reads per query: after a full read (it is behind: a burst of appends)
-/// it doubles its read, from [`SUBSCRIPTION_BATCH`] up to this, and goes back to
-/// [`SUBSCRIPTION_BATCH`] after a short one. Each read is a round trip that waits its turn behind
-/// every subscriber task on the runtime, so under load the feed's rate is events per read times
-/// reads per second; larger reads when behind raised it (bench/results/eventstore-consumers.txt).
+/// Most events the tailer reads per query. Each read asks for twice what the last non-empty one
+/// returned, from [`SUBSCRIPTION_BATCH`] up to this: after a full read (it is behind: a burst of
+/// appends) it doubles, and after a short one it stays large enough for another burst of the
+/// same size in one read (a read returns only what is there, so asking for more costs nothing
+/// when there is less). Each read is a round trip that waits its turn behind every subscriber
+/// task on the runtime, so under load the feed's rate is events per read times reads per second;
+/// larger reads when behind raised it (bench/results/eventstore-consumers.txt).
 /// The default of `OpenOptions::tail_batch_max` (`galleon serve --events-tail-batch`).
 pub const TAIL_BATCH_MAX: usize = 4 * SUBSCRIPTION_BATCH;
 
@@ -420,11 +422,10 @@ async fn tail(hub: Arc<Hub>, tx: broadcast::Sender<Feed>, mut cursor: u64) {
             Ok(events) => {
                 retry = RETRY_MIN;
                 let full = events.len() == want;
-                want = if full {
-                    (want * 2).min(hub.tail_max)
-                } else {
-                    SUBSCRIPTION_BATCH
-                };
+                // An empty read (a wake-up for nothing, the poll) says nothing of the next burst.
+                if !events.is_empty() {
+                    want = (events.len() * 2).clamp(SUBSCRIPTION_BATCH, hub.tail_max);
+                }
                 if let Some(last) = events.last() {
                     let to = last.position + 1;
                     let lag = Timestamp::now().as_micros() - last.recorded_at.as_micros();

@@ -45,14 +45,72 @@ impl From<Timestamp> for SystemTime {
     }
 }
 
+/// A timestamp's calendar fields in UTC.
+struct Parts {
+    year: i64,
+    month: u32,
+    day: u32,
+    /// Seconds into the day.
+    secs: i64,
+    micros: i64,
+}
+
+impl Timestamp {
+    fn parts(self) -> Parts {
+        let secs = self.0.div_euclid(1_000_000);
+        let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
+        Parts {
+            year,
+            month,
+            day,
+            secs: secs.rem_euclid(86_400),
+            micros: self.0.rem_euclid(1_000_000),
+        }
+    }
+
+    /// Appends what `Display` prints, without the formatting machinery for years 0 to 9999:
+    /// every event written as JSON or SSE carries one.
+    pub(crate) fn write_rfc3339(self, out: &mut Vec<u8>) {
+        let p = self.parts();
+        let Ok(year) = u64::try_from(p.year) else {
+            return out.extend_from_slice(self.to_string().as_bytes());
+        };
+        if year > 9999 {
+            return out.extend_from_slice(self.to_string().as_bytes());
+        }
+        // All fields are in range here: each fits its width.
+        let fields = [
+            (year, 4, b'-'),
+            (u64::from(p.month), 2, b'-'),
+            (u64::from(p.day), 2, b'T'),
+            ((p.secs / 3600) as u64, 2, b':'),
+            ((p.secs / 60 % 60) as u64, 2, b':'),
+            ((p.secs % 60) as u64, 2, b'.'),
+            (p.micros as u64, 6, b'Z'),
+        ];
+        for (value, width, after) in fields {
+            let mut v = value;
+            let start = out.len();
+            out.resize(start + width, b'0');
+            for slot in out[start..].iter_mut().rev() {
+                *slot = b'0' + (v % 10) as u8;
+                v /= 10;
+            }
+            out.push(after);
+        }
+    }
+}
+
 /// RFC 3339 in UTC with microseconds: `2026-11-25T06:22:40.123456Z`.
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let secs = self.0.div_euclid(1_000_000);
-        let micros = self.0.rem_euclid(1_000_000);
-        let days = secs.div_euclid(86_400);
-        let rem = secs.rem_euclid(86_400);
-        let (y, m, d) = civil_from_days(days);
+        let Parts {
+            year: y,
+            month: m,
+            day: d,
+            secs: rem,
+            micros,
+        } = self.parts();
         write!(
             f,
             "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z",
@@ -98,6 +156,25 @@ mod tests {
             "1969-12-31T23:59:59.999999Z"
         );
         let now = SystemTime::now();
+        for micros in [
+            0,
+            -1,
+            1,
+            999_999,
+            1_709_251_199_500_000,
+            -62_167_219_200_000_000,
+            -62_167_219_200_000_001,
+            253_402_300_799_999_999,
+            253_402_300_800_000_000,
+            i64::MAX,
+            i64::MIN,
+            Timestamp::from(now).as_micros(),
+        ] {
+            let t = Timestamp::from_micros(micros);
+            let mut out = Vec::new();
+            t.write_rfc3339(&mut out);
+            assert_eq!(String::from_utf8(out).unwrap(), t.to_string(), "{micros}");
+        }
         let t = Timestamp::from(now);
         assert_eq!(Timestamp::from(SystemTime::from(t)), t);
     }

@@ -38,6 +38,7 @@ on_both_backends!(super::capped_tail(); check_a_capped_tailer_reads_no_more_than
 on_both_backends!(galleon_eventstore::OpenOptions::default();
     check_subscribers_share_one_reader,
     check_a_tailer_behind_reads_larger_batches,
+    check_a_tailer_reads_a_repeated_burst_at_once,
     check_filters_match_a_model,
     check_every_event_has_recorded_at,
 );
@@ -161,6 +162,37 @@ async fn check_a_tailer_behind_reads_larger_batches(ctx: Ctx) {
         "reads of 500, 1,000 and 2,000 events"
     );
     const { assert!(TAIL_BATCH_MAX >= 4 * SUBSCRIPTION_BATCH) };
+}
+
+/// After a short read the tailer asks for twice what it got: the first burst of 1,200 events
+/// takes reads of 500 and 700, a second one of the same size a single read (it took two, 500 and
+/// 700 again, when every short read sent it back to 500).
+async fn check_a_tailer_reads_a_repeated_burst_at_once(ctx: Ctx) {
+    const BURST: usize = SUBSCRIPTION_BATCH * 12 / 5;
+    let s = &ctx.store;
+    let mut sub = s.subscribe_all(0);
+    s.append("again-0", ExpectedVersion::Any, vec![event("T", 0)])
+        .await
+        .unwrap();
+    collect(&mut sub, 1).await;
+    let mut batches = Vec::new();
+    for k in 1..=2 {
+        let before = s.fanout_stats();
+        let events: Vec<_> = (1..=BURST).map(|i| event("T", i)).collect();
+        let written: Vec<Uuid> = events.iter().map(|e| e.id).collect();
+        s.append(&format!("again-{k}"), ExpectedVersion::Any, events)
+            .await
+            .unwrap();
+        assert_eq!(ids(&collect(&mut sub, BURST).await), written);
+        let after = s.fanout_stats();
+        assert_eq!(
+            after.events_published - before.events_published,
+            BURST as u64
+        );
+        batches.push(after.batches_published - before.batches_published);
+    }
+    assert_eq!(batches, [2, 1], "reads of 500 and 700, then one of 1,200");
+    const { assert!(TAIL_BATCH_MAX >= 3 * SUBSCRIPTION_BATCH) };
 }
 
 /// The same burst with the tailer's reads capped at 500 events: seven reads of 500.

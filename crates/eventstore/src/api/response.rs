@@ -91,7 +91,6 @@ impl ApiResponse {
 /// Appends `e` as the JSON object `{"id","stream_id","version","position","type","data",
 /// "metadata","recorded_at"}`; data and metadata are copied in as stored, not re-encoded.
 pub(crate) fn write_event_json(out: &mut Vec<u8>, e: &RecordedEvent) {
-    use std::io::Write as _;
     out.extend_from_slice(b"{\"id\":\"");
     out.extend_from_slice(
         e.id.hyphenated()
@@ -100,18 +99,25 @@ pub(crate) fn write_event_json(out: &mut Vec<u8>, e: &RecordedEvent) {
     );
     out.extend_from_slice(b"\",\"stream_id\":");
     write_json_string(out, &e.stream_id);
-    // Writing into a Vec cannot fail.
-    let _ = write!(
-        out,
-        ",\"version\":{},\"position\":{},\"type\":",
-        e.version, e.position
-    );
+    out.extend_from_slice(b",\"version\":");
+    push_u64(out, e.version);
+    out.extend_from_slice(b",\"position\":");
+    push_u64(out, e.position);
+    out.extend_from_slice(b",\"type\":");
     write_json_string(out, &e.event_type);
     out.extend_from_slice(b",\"data\":");
     out.extend_from_slice(e.data.get().as_bytes());
     out.extend_from_slice(b",\"metadata\":");
     out.extend_from_slice(e.metadata.get().as_bytes());
-    let _ = write!(out, ",\"recorded_at\":\"{}\"}}", e.recorded_at);
+    out.extend_from_slice(b",\"recorded_at\":\"");
+    e.recorded_at.write_rfc3339(out);
+    out.extend_from_slice(b"\"}");
+}
+
+/// Appends `v` in decimal (what `{}` prints), through `itoa` rather than the formatting
+/// machinery: every event written to a subscriber or a read goes through here twice.
+pub(crate) fn push_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
 pub(crate) fn write_json_string(out: &mut Vec<u8>, s: &str) {
@@ -161,32 +167,51 @@ pub(crate) fn read_body(
     }
 }
 
+/// Bytes of an SSE frame beyond its event type and JSON: `id: `, the position, `event: `,
+/// `data: `, line ends.
+const SSE_FRAME_OVERHEAD: usize = 48;
+
 /// One server-sent-events frame for `event`: `id:` its position, `event:` its type, `data:`
 /// the same JSON object `GET /all` returns per event (one `data:` line per line of JSON).
+///
+/// Written once into one buffer: the fan-out formats every live event with this.
 pub fn sse_frame(event: &RecordedEvent) -> Bytes {
-    let mut buf = Vec::with_capacity(
-        event.data.get().len() + event.metadata.get().len() + EVENT_JSON_OVERHEAD,
+    let (data, metadata) = (event.data.get(), event.metadata.get());
+    let mut out = Vec::with_capacity(
+        data.len()
+            + metadata.len()
+            + 2 * event.event_type.len()
+            + event.stream_id.len()
+            + EVENT_JSON_OVERHEAD
+            + SSE_FRAME_OVERHEAD,
     );
-    write_event_json(&mut buf, event);
-    // Built from &str pieces and serde_json output: UTF-8.
-    let json = String::from_utf8_lossy(&buf);
-    let mut out = String::with_capacity(json.len() + event.event_type.len() + 48);
-    out.push_str("id: ");
-    out.push_str(&event.position.to_string());
-    out.push_str("\nevent: ");
-    out.push_str(&event.event_type);
-    out.push('\n');
+    out.extend_from_slice(b"id: ");
+    push_u64(&mut out, event.position);
+    out.extend_from_slice(b"\nevent: ");
+    out.extend_from_slice(event.event_type.as_bytes());
+    out.extend_from_slice(b"\n");
     // Every line break the SSE spec knows (CRLF, LF, CR) ends a `data:` line: a bare CR left
-    // inside one would end the line for an `EventSource` and cut the JSON.
-    for line in json
-        .split('\n')
-        .flat_map(|l| l.strip_suffix('\r').unwrap_or(l).split('\r'))
-    {
-        out.push_str("data: ");
-        out.push_str(line);
-        out.push('\n');
+    // inside one would end the line for an `EventSource` and cut the JSON. Only the stored data
+    // and metadata can hold one: the stream id and type are escaped by serde_json, and the id,
+    // numbers and timestamp have none.
+    let breaks = |s: &str| s.bytes().any(|b| b == b'\n' || b == b'\r');
+    if breaks(data) || breaks(metadata) {
+        let mut json = Vec::with_capacity(data.len() + metadata.len() + EVENT_JSON_OVERHEAD);
+        write_event_json(&mut json, event);
+        for line in json
+            .split(|&b| b == b'\n')
+            .flat_map(|l| l.strip_suffix(b"\r").unwrap_or(l).split(|&b| b == b'\r'))
+        {
+            out.extend_from_slice(b"data: ");
+            out.extend_from_slice(line);
+            out.push(b'\n');
+        }
+    } else {
+        out.extend_from_slice(b"data: ");
+        write_event_json(&mut out, event);
+        out.push(b'\n');
     }
-    out.push('\n');
+    out.push(b'\n');
     Bytes::from(out)
 }
 
@@ -204,6 +229,94 @@ mod tests {
             data: Json::from_string(data.into()).unwrap(),
             metadata: Json::empty_object(),
             recorded_at: crate::Timestamp::from_micros(1_709_251_199_500_000),
+        }
+    }
+
+    /// `sse_frame` as it was first written (through `String`s and `format!`): the bytes the
+    /// faster one must reproduce.
+    fn sse_frame_reference(event: &RecordedEvent) -> String {
+        let json = format!(
+            "{{\"id\":\"{}\",\"stream_id\":{},\"version\":{},\"position\":{},\"type\":{},\"data\":{},\"metadata\":{},\"recorded_at\":\"{}\"}}",
+            event.id,
+            serde_json::to_string(&event.stream_id).unwrap(),
+            event.version,
+            event.position,
+            serde_json::to_string(&event.event_type).unwrap(),
+            event.data.get(),
+            event.metadata.get(),
+            event.recorded_at
+        );
+        let mut out = format!("id: {}\nevent: {}\n", event.position, event.event_type);
+        for line in json
+            .split('\n')
+            .flat_map(|l| l.strip_suffix('\r').unwrap_or(l).split('\r'))
+        {
+            out.push_str("data: ");
+            out.push_str(line);
+            out.push('\n');
+        }
+        out.push('\n');
+        out
+    }
+
+    #[test]
+    fn sse_frame_matches_the_reference() {
+        let datas = [
+            "{}",
+            "{\"a\":1}",
+            "{\n  \"a\": 1\r\n}",
+            "{\"a\":\r1,\n\"b\":\r\n2}",
+            "\n{\"a\":\"é\\n\u{1F600}\"}\r",
+            "\r\n\r\n{}\n\n",
+            "[1,\r\r2]",
+        ];
+        let metas = ["{}", "{\"m\":\"x\"}", "{\r\n}", "\n{}"];
+        for (i, data) in datas.iter().enumerate() {
+            for meta in metas {
+                let mut e = event(if i % 2 == 0 { "Placed" } else { "Typé.v2" }, data);
+                e.metadata = Json::from_string(meta.into()).unwrap();
+                e.stream_id = format!("order-{i}\"q\\");
+                e.id = Uuid::from_u128(0x0123_4567_89ab_cdef_fedc_ba98_7654_3210 * i as u128);
+                e.version = [0, 9, 10, u64::MAX][i % 4];
+                e.position = [0, 1, 99_999, u64::MAX][(i + 1) % 4];
+                e.recorded_at = crate::Timestamp::from_micros(
+                    [
+                        0,
+                        -1,
+                        1_709_251_199_500_000,
+                        253_402_300_799_999_999,
+                        -62_167_219_200_000_001,
+                        i64::MAX,
+                        i64::MIN,
+                    ][i % 7],
+                );
+                let f = sse_frame(&e);
+                assert_eq!(
+                    std::str::from_utf8(&f).unwrap(),
+                    sse_frame_reference(&e),
+                    "{e:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn push_u64_prints_as_display() {
+        for v in [
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            12_345,
+            u64::from(u32::MAX),
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            let mut out = Vec::new();
+            push_u64(&mut out, v);
+            assert_eq!(out, v.to_string().into_bytes());
         }
     }
 
