@@ -413,6 +413,13 @@ pub fn parse_query(q: &str) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)
 /// The decoded value of the last pair of `q` named `name`, as `parse_query` would give it (pairs
 /// that do not decode are skipped), decoding only the names that need it and the value found.
 pub fn query_value<'q>(q: &'q str, name: &str) -> Option<Cow<'q, str>> {
+    if !q.bytes().any(|b| b == b'%' || b == b'+') {
+        // Nothing to decode (the usual `?iters=10`): every pair is its own decoding.
+        return split_query(q)
+            .filter(|(k, _)| *k == name)
+            .last()
+            .map(|(_, v)| Cow::Borrowed(v));
+    }
     let mut found = None;
     for (k, v) in split_query(q) {
         let named = if k.bytes().any(|b| b == b'%' || b == b'+') {
