@@ -10,7 +10,7 @@ use galleon_iolist::IoList;
 use crate::compile::{Options, compile};
 use crate::error::{Error, ErrorKind, Location};
 use crate::function::{Function, IntoFunction};
-use crate::program::{Catalog, Config, Program};
+use crate::program::{Catalog, Config, Names, Program};
 pub use crate::program::{
     DEFAULT_COPY_BELOW, DEFAULT_MAX_DEPTH, DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STEPS,
     DEFAULT_VALUE_COPY_BELOW, Limits,
@@ -162,6 +162,7 @@ impl Engine {
             catalog: Arc::new(Catalog {
                 serial: NEXT_CATALOG.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                 programs,
+                names: Names::new(&by_name),
                 by_name,
                 functions,
             }),
@@ -237,11 +238,7 @@ impl Engine {
     }
 
     fn index(&self, name: &str) -> Result<usize, Error> {
-        self.catalog
-            .by_name
-            .get(name)
-            .copied()
-            .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no template named `{name}`")))
+        self.catalog.names.get(name).ok_or_else(|| not_found(name))
     }
 
     /// Renders `name` whole into one list, within [`Limits::max_output`].
@@ -260,29 +257,40 @@ impl Engine {
         assign: impl Fn(&str) -> Option<Value>,
     ) -> Result<IoList, Error> {
         let index = template.index_in(self)?;
-        // Built here, not by `start_whole`: a returned pair would copy the VM.
         let hint = &self.catalog.programs[index].size_hint;
-        let mut vm = Vm::new(
-            Programs::Borrowed(&self.catalog),
-            self.config,
-            index,
-            assign,
-        );
-        vm.reserve(hint.bytes());
-        let mut out = hint.list();
         let max = self.config.limits.max_output;
-        if vm.run(&mut out, max.saturating_add(1))? {
-            self.catalog.programs[index].size_hint.record(&out);
-            Ok(out)
-        } else {
-            Err(Error::new(
-                ErrorKind::Limit,
-                format!(
-                    "{}: output exceeds the limit of {max} bytes (stream it instead)",
-                    self.catalog.programs[index].name
-                ),
-            ))
+        // The page made where it is returned from, and the VM inside `Vm::whole`: neither is
+        // moved (each move is a copy of a hundred bytes or more).
+        let mut page = Ok(hint.list());
+        if let Ok(out) = &mut page {
+            match Vm::whole(
+                &self.catalog,
+                self.config,
+                index,
+                assign,
+                hint.bytes(),
+                out,
+                max.saturating_add(1),
+            ) {
+                Ok(true) => hint.record(out),
+                Ok(false) => page = Err(self.too_long(index, max)),
+                Err(e) => page = Err(e),
+            }
         }
+        page
+    }
+
+    /// The error of a whole render past `max` bytes.
+    #[cold]
+    #[inline(never)]
+    fn too_long(&self, index: usize, max: usize) -> Error {
+        Error::new(
+            ErrorKind::Limit,
+            format!(
+                "{}: output exceeds the limit of {max} bytes (stream it instead)",
+                self.catalog.programs[index].name
+            ),
+        )
     }
 
     /// A whole render of program `index`, not yet run: the VM on the borrowed catalog (no
@@ -578,6 +586,14 @@ impl Iterator for RenderStream {
             }
         }
     }
+}
+
+/// The error of a render by a name the engine does not hold (out of line: the lookup stays
+/// small).
+#[cold]
+#[inline(never)]
+fn not_found(name: &str) -> Error {
+    Error::new(ErrorKind::NotFound, format!("no template named `{name}`"))
 }
 
 fn read(path: &Path) -> Result<String, Error> {

@@ -9,8 +9,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use bytes::Bytes;
 use galleon_iolist::IoList;
 
+mod names;
 mod plain;
 
+pub(crate) use names::Names;
 #[cfg(test)]
 pub(crate) use plain::NO_PLAIN;
 pub(crate) use plain::{FieldName, Kind, Piece, PlainBody, SLOT, Src, Step, Test};
@@ -58,9 +60,14 @@ pub(crate) struct SizeHint {
 const MAX_SIZE_HINT: usize = 1 << 20;
 
 impl SizeHint {
-    /// An empty list with room for as many segments as the last render had.
+    /// An empty list with room for as many segments as the last render had. A render of one
+    /// segment gets no table: a list of copies only keeps none (its scratch is its segment), and
+    /// a list of one reference allocates its table at the push as it would here.
     pub(crate) fn list(&self) -> IoList {
-        IoList::with_capacity(self.segments.load(Ordering::Relaxed), 0)
+        match self.segments.load(Ordering::Relaxed) {
+            0 | 1 => IoList::new(),
+            n => IoList::with_capacity(n, 0),
+        }
     }
 
     /// Bytes of the last render.
@@ -324,6 +331,8 @@ pub(crate) struct Catalog {
     pub(crate) serial: u64,
     pub(crate) programs: Vec<Program>,
     pub(crate) by_name: BTreeMap<String, usize>,
+    /// The same names, for the lookup of every render by name.
+    pub(crate) names: Names,
     /// Functions registered from Rust, indexed by [`CodeKind::Native`].
     pub(crate) functions: Arc<[Function]>,
 }

@@ -392,8 +392,21 @@ impl Assigns {
     }
 
     /// The value of `@key`.
+    #[inline]
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.map.get(key.as_bytes())
+        let key = key.as_bytes();
+        // One or two assigns: read at the map's ends and compared in place by length and one
+        // word, where the tree's search calls `memcmp` at every key it passes (a render looks
+        // up each assign it uses).
+        if self.map.len() <= 2 {
+            let (k, v) = self.map.first_key_value()?;
+            if same_key(k.bytes(), key) {
+                return Some(v);
+            }
+            let (k, v) = self.map.last_key_value()?;
+            return same_key(k.bytes(), key).then_some(v);
+        }
+        self.map.get(key)
     }
 
     /// Number of assigns.
@@ -410,6 +423,17 @@ impl Assigns {
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
         self.map.iter().map(|(k, v)| (k.as_str(), v))
     }
+}
+
+/// `a == b`, in one word-sized comparison up to 8 bytes.
+#[inline(always)]
+fn same_key(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len()
+        && if a.len() <= 8 {
+            word8(a) == word8(b)
+        } else {
+            a == b
+        }
 }
 
 impl fmt::Debug for Assigns {

@@ -430,6 +430,7 @@ impl<'a> Eval<'a> {
                 );
                 let r = emit(&mut o, &v, false);
                 o.finish();
+                drop(o);
                 r.map_err(|m| self.err(ErrorKind::TypeMismatch, c.span, m))?;
                 Cow::Owned(Value::safe(html))
             }

@@ -29,19 +29,42 @@ pub(super) struct Frame {
 }
 
 impl Frame {
+    /// A frame of program `index` (`prog`) with its variables (nil) and the assigns `lookup`
+    /// gives.
     pub(super) fn new(
         prog: &Program,
         index: usize,
         lookup: impl Fn(&str) -> Option<Value>,
     ) -> Frame {
+        let mut frame = Frame::empty(index);
+        frame.fill(prog, lookup);
+        frame
+    }
+
+    /// A frame of program `index` holding no variables or assigns yet: what [`Frame::fill`]
+    /// fills where the frame lies (vectors built aside and moved in are copied whole).
+    #[inline(always)]
+    pub(super) fn empty(index: usize) -> Frame {
         Frame {
             prog: index,
             pc: 0,
-            locals: std::iter::repeat_with(Value::default)
-                .take(prog.locals)
-                .collect(),
-            assigns: prog.assigns.iter().map(|name| lookup(name)).collect(),
+            locals: SmallVec::new(),
+            assigns: SmallVec::new(),
             loops: SmallVec::new(),
+        }
+    }
+
+    /// Sets an [`Frame::empty`] frame's variables to nil and its assigns from `lookup`, one per
+    /// name `prog` uses.
+    #[inline(always)]
+    pub(super) fn fill(&mut self, prog: &Program, lookup: impl Fn(&str) -> Option<Value>) {
+        self.locals.reserve(prog.locals);
+        for _ in 0..prog.locals {
+            self.locals.push(Value::Nil);
+        }
+        self.assigns.reserve(prog.assigns.len());
+        for name in &prog.assigns {
+            self.assigns.push(lookup(name));
         }
     }
 }
@@ -170,6 +193,7 @@ pub(super) fn set_int(slot: &mut Value, i: i64) {
 pub(super) fn lookup<'a>(frame: &'a Frame, code: &'a Code) -> Option<&'a Value> {
     match &code.kind {
         CodeKind::Local(s) => frame.locals.get(*s),
+        CodeKind::Assign(i) => frame.assigns.get(*i)?.as_ref(),
         _ => lookup_path(frame, code),
     }
 }

@@ -17,11 +17,18 @@ use smallvec::{SmallVec, smallvec};
 use crate::ast::Span;
 use crate::error::{Error, ErrorKind};
 use crate::ops::describe;
-use crate::program::{Catalog, Config, Generator, Instr, Op, Program, Repeat};
+use crate::program::{Catalog, Code, CodeKind, Config, Generator, Instr, Op, Program, Repeat};
 use crate::value::Value;
 use eval::{Eval, step_limit};
 use frame::{Frame, Loop, fast_cond, lookup};
 use out::{FLUSH_AT, Out, emit};
+
+/// Bytes the first buffer gets beyond the size asked for (the last render's, or a chunk's).
+/// A plain loop writes an iteration without checks only with room for the most it can write
+/// (its texts, 20 bytes an output, and a 32-byte padded copy): a buffer sized to the page
+/// exactly would send the last iterations of a loop near its end the careful way, or make it
+/// grow. A guess covering a body of several outputs.
+const FIRST_BUF_SLACK: usize = 256;
 
 /// The templates a render runs: borrowed by a whole render (no reference count touched on the
 /// catalog every worker thread shares), owned by a stream, which must outlive its engine handle.
@@ -67,16 +74,49 @@ impl<'c> Vm<'c> {
         index: usize,
         assign: impl Fn(&str) -> Option<Value>,
     ) -> Vm<'c> {
-        let frame = Frame::new(&catalog.programs[index], index, assign);
-        Vm {
+        let mut vm = Vm {
             steps: config.limits.max_steps,
             catalog,
             config,
-            frames: smallvec![frame],
+            frames: smallvec![Frame::empty(index)],
             depth_base: 0,
             buf: Vec::new(),
             first_buf: 64,
+        };
+        // Filled where it lies in the VM: vectors filled aside and moved in are copied whole.
+        let prog = &vm.catalog.programs[index];
+        if let Some(frame) = vm.frames.first_mut() {
+            frame.fill(prog, assign);
         }
+        vm
+    }
+
+    /// A whole render of program `index` into `out`, as [`Vm::new`], [`Vm::reserve`] and
+    /// [`Vm::run`] would run it, with the VM built where it runs: returned from `new`, its
+    /// ~500 bytes would be copied into the caller's.
+    pub(crate) fn whole(
+        catalog: &'c Catalog,
+        config: Config,
+        index: usize,
+        assign: impl Fn(&str) -> Option<Value>,
+        bytes: usize,
+        out: &mut IoList,
+        pause_at: usize,
+    ) -> Result<bool, Error> {
+        let mut vm = Vm {
+            steps: config.limits.max_steps,
+            catalog: Programs::Borrowed(catalog),
+            config,
+            frames: smallvec![Frame::empty(index)],
+            depth_base: 0,
+            buf: Vec::new(),
+            first_buf: 64,
+        };
+        if let Some(frame) = vm.frames.first_mut() {
+            frame.fill(&catalog.programs[index], assign);
+        }
+        vm.reserve(bytes);
+        vm.run(out, pause_at)
     }
 
     /// The same render, now owning its catalog: how a whole render that outgrew its bound goes
@@ -98,18 +138,22 @@ impl<'c> Vm<'c> {
     /// first copy, not here: a render that copies nothing (a page of long static blocks)
     /// allocates none.
     pub(crate) fn reserve(&mut self, bytes: usize) {
-        self.first_buf = bytes.clamp(64, FLUSH_AT);
+        self.first_buf = bytes.saturating_add(FIRST_BUF_SLACK).clamp(64, FLUSH_AT);
     }
 
     /// Runs until done (`Ok(true)`) or until `out` holds at least `pause_at` bytes (`Ok(false)`:
     /// call again to resume).
     pub(crate) fn run(&mut self, out: &mut IoList, pause_at: usize) -> Result<bool, Error> {
-        // Every static piece of a program is a slice of its text: pinned once here (and once per
-        // partial called), each piece is then an offset into the pin, with no reference-count
-        // traffic on text that every worker thread rendering the template shares.
-        for frame in &self.frames {
-            out.pin(&self.catalog.programs[frame.prog].text);
-        }
+        // The catalog held apart from `self` for the render (a stream's by one more reference),
+        // so that the output can hold its programs' texts while the frames change.
+        let owned;
+        let catalog: &Catalog = match &self.catalog {
+            Programs::Borrowed(c) => c,
+            Programs::Owned(c) => {
+                owned = Arc::clone(c);
+                &owned
+            }
+        };
         let mut buf = std::mem::take(&mut self.buf);
         let mut o = Out::new(
             out,
@@ -118,14 +162,26 @@ impl<'c> Vm<'c> {
             self.config.value_copy_below,
             self.first_buf,
         );
-        let result = self.run_in(&mut o, pause_at);
+        // Every static piece of a program is a slice of its text: pinned once (and once per
+        // partial called), each piece is then an offset into the pin, with no reference-count
+        // traffic on text that every worker thread rendering the template shares. Pinned at the
+        // first reference: a page of copies only pins nothing.
+        for frame in &self.frames {
+            o.pin_later(&catalog.programs[frame.prog].text);
+        }
+        let result = self.run_in(catalog, &mut o, pause_at);
         o.finish();
+        drop(o);
         self.buf = buf;
         result
     }
 
-    fn run_in(&mut self, out: &mut Out<'_>, pause_at: usize) -> Result<bool, Error> {
-        let catalog: &Catalog = &self.catalog;
+    fn run_in<'o>(
+        &mut self,
+        catalog: &'o Catalog,
+        out: &mut Out<'o>,
+        pause_at: usize,
+    ) -> Result<bool, Error> {
         // One frame at a time: the inner loop runs its instructions until it calls a partial,
         // returns, pauses or fails.
         // An expression evaluator over a frame (the same seven arguments at every use).
@@ -208,6 +264,33 @@ impl<'c> Vm<'c> {
                         bind,
                         exit,
                     } => {
+                        // A plain loop over an assign's list: whole iterations over the list
+                        // where the frame holds it, before any loop state is made.
+                        if let Generator::Items(Code {
+                            kind: CodeKind::Assign(a),
+                            ..
+                        }) = generator
+                            && let Some(at) = exit.checked_sub(1)
+                            && let Some(exit) = plain::run_assign(
+                                out,
+                                frame,
+                                prog,
+                                at,
+                                *bind,
+                                *a,
+                                &mut self.steps,
+                                pause_at,
+                            )
+                        {
+                            match exit? {
+                                plain::Exit::Go => {}
+                                plain::Exit::Pause => return Ok(false),
+                            }
+                            if out.len() >= pause_at {
+                                return Ok(false);
+                            }
+                            continue;
+                        }
                         let mut ev = eval!(prog, frame, depth);
                         let mut state = ev.generator(generator)?;
                         // A loop whose body is static text: every iteration at once.
@@ -355,7 +438,7 @@ impl<'c> Vm<'c> {
                                 .find(|(k, _)| k.bytes() == name.as_bytes())
                                 .map(|(_, v)| v.clone())
                         });
-                        out.list.pin(&catalog.programs[target].text);
+                        out.pin_later(&catalog.programs[target].text);
                         self.frames.push(new);
                         if out.len() >= pause_at {
                             return Ok(false);

@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 use galleon_iolist::{IoList, escape_html_into};
+use smallvec::SmallVec;
 
 use std::sync::Arc;
 
@@ -46,6 +47,8 @@ pub(crate) struct Out<'o> {
     value_copy_below: usize,
     /// Capacity `buf` gets when it has none.
     first_buf: usize,
+    /// Program texts to pin in the list before the first reference (see `Vm::run`).
+    unpinned: SmallVec<[&'o Bytes; 2]>,
 }
 
 /// Copies `src` into `dst` (of the same length) with at most two fixed-size moves for pieces of
@@ -157,6 +160,25 @@ pub(super) fn write_int(dst: &mut [u8], i: i64) -> usize {
     }
 }
 
+/// [`write_int`], with three- and four-digit integers (years, counts) as digit pairs rather
+/// than through the general loop: for integers output one at a time. (The plain loop's
+/// batches, one integer after another, keep [`write_int`], whose code is smaller.)
+#[inline(always)]
+fn write_int_wide(dst: &mut [u8], i: i64) -> usize {
+    if (100..10_000).contains(&i) {
+        let (hi, lo) = ((i / 100) as usize, (i % 100) as usize);
+        if hi < 10 {
+            dst[0] = b'0' + hi as u8;
+            dst[1..3].copy_from_slice(&DIGITS[lo]);
+            return 3;
+        }
+        dst[..2].copy_from_slice(&DIGITS[hi]);
+        dst[2..4].copy_from_slice(&DIGITS[lo]);
+        return 4;
+    }
+    write_int(dst, i)
+}
+
 impl<'o> Out<'o> {
     /// An output into `list`, gathering small pieces in `buf` (whose contents are overwritten).
     pub(super) fn new(
@@ -173,6 +195,28 @@ impl<'o> Out<'o> {
             copy_below,
             value_copy_below,
             first_buf,
+            unpinned: SmallVec::new(),
+        }
+    }
+
+    /// Pins `text` in the list before anything is referenced (not at all if nothing is).
+    pub(super) fn pin_later(&mut self, text: &'o Bytes) {
+        self.unpinned.push(text);
+    }
+
+    /// Pins the texts waiting to be, before a reference.
+    #[inline(always)]
+    fn pin_waiting(&mut self) {
+        if !self.unpinned.is_empty() {
+            self.pin_now();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn pin_now(&mut self) {
+        for text in self.unpinned.drain(..) {
+            self.list.pin(text);
         }
     }
 
@@ -205,9 +249,19 @@ impl<'o> Out<'o> {
         }
     }
 
-    /// Flush at the end of a render or chunk.
+    /// Flush at the end of a render or chunk: nothing is pushed after it, so a buffer of at
+    /// least `copy_below` bytes goes to the list as it is ([`IoList::push_vec`]: adopted as the
+    /// list's scratch when that is empty, so a page of copies only makes no segment table and
+    /// no shared header for its bytes).
     pub(super) fn finish(&mut self) {
-        self.flush_with(0);
+        if self.pos >= self.copy_below.max(1) {
+            let mut full = std::mem::take(self.buf);
+            full.truncate(self.pos);
+            self.list.push_vec(full);
+            self.pos = 0;
+        } else {
+            self.flush_with(0);
+        }
     }
 
     /// Room for `n` more bytes at `pos`: the room `buf[pos..pos + n]` that the caller then fills.
@@ -277,7 +331,7 @@ impl<'o> Out<'o> {
     /// An integer, written in place.
     #[inline(always)]
     pub(super) fn int(&mut self, i: i64) {
-        self.pos += write_int(self.room(MAX_INT_LEN), i);
+        self.pos += write_int_wide(self.room(MAX_INT_LEN), i);
     }
 
     /// Shared bytes: referenced when at least `copy_below` long, copied otherwise. Static text
@@ -298,6 +352,7 @@ impl<'o> Out<'o> {
     #[inline(never)]
     fn reference(&mut self, b: &Bytes) {
         self.flush();
+        self.pin_waiting();
         self.list.push_shared(b);
     }
 
@@ -347,6 +402,7 @@ impl<'o> Out<'o> {
             let len = k as usize * rep.unit;
             if len >= self.copy_below {
                 self.flush();
+                self.pin_waiting();
                 self.list.push_shared_range(&rep.block, 0..len);
             } else {
                 self.copy(&rep.block[..len]);
@@ -465,6 +521,7 @@ mod tests {
             want.extend_from_slice(format!("{i}{}", -i.saturating_abs()).as_bytes());
         }
         out.finish();
+        drop(out);
         assert_eq!(list.to_vec(), want);
     }
 
@@ -495,6 +552,7 @@ mod tests {
             want.extend_from_slice(&src[..n]);
         }
         out.finish();
+        drop(out);
         assert_eq!(list.to_vec(), want);
     }
 }

@@ -15,6 +15,10 @@ use crate::error::{Error, ErrorKind};
 use crate::program::{Bind, Code, Instr, Kind, Op, Piece, Program, SLOT, Src, Step, Test};
 use crate::value::Value;
 
+mod whole;
+
+pub(super) use whole::run_assign;
+
 /// How [`run`] left the loop.
 pub(super) enum Exit {
     /// Go on at the frame's program counter: the loop is done, or the next instruction needs
@@ -35,6 +39,23 @@ const NARROW: usize = 16;
 /// instruction needs the general loop.
 #[inline(never)]
 pub(super) fn run(
+    out: &mut Out<'_>,
+    frame: &mut Frame,
+    prog: &Program,
+    at: usize,
+    bind: Bind,
+    steps: &mut u64,
+    pause_at: usize,
+) -> Result<Exit, Error> {
+    if whole::first(out, frame, prog, at, bind, steps, pause_at) {
+        return Ok(Exit::Go);
+    }
+    general(out, frame, prog, at, bind, steps, pause_at)
+}
+
+/// [`run`] one instruction at a time, or in batches of whole iterations of outputs alone.
+#[inline(never)]
+fn general(
     out: &mut Out<'_>,
     frame: &mut Frame,
     prog: &Program,
@@ -431,10 +452,12 @@ pub(super) fn run(
     };
     out.set_pos(pos);
     // Held by reference: the loop's position, and the element in its variable, as binding
-    // each one would have left them.
+    // each one would have left them (unless the loop is done: nothing reads the variable of a
+    // loop after it, the compiler gives no other variable its slot).
     if let Elems::Ref { items, next, k } = elems {
         *next = k;
-        if let (Some(slot), Some(v)) = (
+        if let (false, Some(slot), Some(v)) = (
+            done,
             bind.item.and_then(|s| locals.get_mut(s)),
             k.checked_sub(1).and_then(|i| items.get(i)),
         ) {
