@@ -48,13 +48,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
 /// The report of a pool snapshot (`Pool::snapshot` as JSON), kinds filtered by `only`.
 fn render(stats: &Value, only: Option<&str>) -> String {
     let mut out = format!(
-        "pool: {} threads, policy {}, queue {}/{}, busy {}, parked {}, hop estimate {}\n",
+        "pool: {} threads, policy {}, queue {}/{}, busy {}, parked {}, priority {}, hop estimate {}\n",
         stats["threads"],
         stats["policy"].as_str().unwrap_or("?"),
         stats["queued"],
         stats["queue_capacity"],
         stats["busy"],
         stats["parked"],
+        stats["priority"].as_str().unwrap_or("?"),
         stats["hop_estimate_ns"]
             .as_f64()
             .map_or("none yet".to_owned(), |ns| format!("{:.2} us", ns / 1000.0)),
@@ -80,6 +81,7 @@ fn render(stats: &Value, only: Option<&str>) -> String {
         ));
         for (field, what) in [
             ("to_pool", "hop to the pool"),
+            ("waited", "of which queued for a free thread"),
             ("back", "hop back"),
             ("run", "run time"),
         ] {
@@ -118,12 +120,14 @@ mod tests {
     fn a_snapshot_prints_as_linear_bucket_histograms() {
         let stats = serde_json::json!({
             "threads": 2, "policy": "adaptive:0.1:1000us", "queued": 0, "queue_capacity": 1024,
-            "busy": 0, "parked": 2, "hop_estimate_ns": 1500.0,
+            "busy": 0, "parked": 2, "priority": "idle", "hop_estimate_ns": 1500.0,
             "kinds": [
                 {"name": "seal", "policy": "adaptive:0.1:1000us", "inline": 3, "offloaded": 2,
                  "panicked": 0, "switch_point": 8192,
                  "to_pool": {"count": 2, "p50": 700, "p99": 900, "max": 900,
                              "recorded": [[700, 1], [900, 1]]},
+                 "waited": {"count": 1, "p50": 300, "p99": 300, "max": 300,
+                            "recorded": [[300, 1]]},
                  "back": {"count": 0, "recorded": []},
                  "run": {"count": 5, "p50": 5000, "p99": 9000, "max": 9000,
                          "recorded": [[5000, 4], [9000, 1]]}},
@@ -137,7 +141,14 @@ mod tests {
             text.starts_with("pool: 2 threads, policy adaptive:0.1:1000us"),
             "{text}"
         );
-        assert!(text.contains("hop estimate 1.50 us"), "{text}");
+        assert!(
+            text.contains("parked 2, priority idle, hop estimate 1.50 us"),
+            "{text}"
+        );
+        assert!(
+            text.contains("of which queued for a free thread (nanos): p50 300 p99 300"),
+            "{text}"
+        );
         assert!(text.contains("kind seal: policy adaptive:0.1:1000us, inline 3, offloaded 2"));
         assert!(text.contains("switches at size 8192"), "{text}");
         assert!(

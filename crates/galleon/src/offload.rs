@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use galleon_http::{Request, Response, Router, StatusCode};
-use galleon_offload::{Config, Kind, OffloadError, Policy, Pool};
+use galleon_offload::{Config, Kind, OffloadError, Policy, Pool, Priority};
 
 use crate::work::{self, WorkLimits};
 
@@ -27,6 +27,14 @@ pub(crate) const DEFAULT_QUEUE: usize = 1024;
 /// Default `--offload-nice`: the pool below the request workers (see `bench/README.md`,
 /// head-of-line).
 pub(crate) const DEFAULT_NICE: i32 = 10;
+
+/// Default `--offload-priority`: the normal class at `--offload-nice`. `idle` (`SCHED_IDLE`)
+/// lets a waking request worker preempt a pool thread at once, but it starves offloaded work
+/// whenever other normal-class threads keep the cores busy (a build beside the server all but
+/// stopped `/seal` under `--offload offload`), and on a shared machine it did not lower the
+/// light routes' p99 under load below nice 10's (`bench/results/offload.txt`). It is for
+/// machines galleon has to itself.
+pub(crate) const DEFAULT_PRIORITY: Priority = Priority::Normal;
 
 /// Largest `--offload-queue` and `--offload-threads`.
 const MAX_QUEUE: usize = 1 << 20;
@@ -43,8 +51,13 @@ pub(crate) struct OffloadArgs {
     /// Pool threads (0: one per core). Never pinned.
     #[arg(long, default_value_t = 0, value_name = "N")]
     offload_threads: usize,
-    /// The pool threads' nice value (Linux): above 0, request workers preempt them, so light
-    /// requests keep their latency while heavy jobs use the CPU that is left. 0: as the server.
+    /// The pool threads' scheduling class (Linux): normal (at --offload-nice) or idle
+    /// (SCHED_IDLE: a request worker that wakes preempts them at once, but offloaded jobs get
+    /// only the CPU no other thread wants, and crawl while anything else keeps the cores busy).
+    #[arg(long, default_value_t = DEFAULT_PRIORITY, value_name = "idle|normal")]
+    offload_priority: Priority,
+    /// The pool threads' nice value under --offload-priority normal (Linux): above 0, request
+    /// workers get more of the CPU than pool threads. 0: as the server. Unused under idle.
     #[arg(long, default_value_t = DEFAULT_NICE, value_name = "0-19")]
     offload_nice: i32,
     /// Jobs waiting for a pool thread at most; past it a request waits for room.
@@ -92,6 +105,7 @@ pub(crate) fn pool(args: &OffloadArgs) -> anyhow::Result<(Pool, WorkLimits)> {
         queue_capacity: args.offload_queue,
         policy: args.offload,
         nice: args.offload_nice,
+        priority: args.offload_priority,
         ..Config::default()
     })?;
     if matches!(args.offload, Policy::Adaptive { .. }) {

@@ -1,5 +1,6 @@
 //! The cost model behind [`Policy::Adaptive`](crate::Policy::Adaptive): per kind, a moving
-//! estimate of a job's run time by log2 of its size hint, and of the hop round trip; the
+//! estimate of a job's run time by log2 of its size hint, and of the hop round trip (without
+//! queueing, outliers damped); the
 //! inline-or-offload decision, with a fixed fraction of decisions taking the other path so a
 //! change in either is noticed.
 //!
@@ -18,6 +19,8 @@ pub(crate) const BUCKETS: usize = SIZED_BUCKETS + 1;
 const ALPHA: f64 = 1.0 / 8.0;
 /// One decision in this many per bucket takes the other path (when the budget allows).
 pub(crate) const RESAMPLE_EVERY: u64 = 64;
+/// A hop sample counts as at most this many times the estimate (see `Estimate::observe_damped`).
+pub(crate) const HOP_RISE_CAP: f64 = 2.0;
 /// The hop assumed before one is measured: the BEAM's dirty-CPU round trip on this machine class.
 pub(crate) const DEFAULT_HOP_NS: f64 = 2_000.0;
 
@@ -44,6 +47,19 @@ impl Estimate {
             self.ns += (x - self.ns) * ALPHA;
         }
         self.samples += 1;
+    }
+
+    /// A moving average that follows a fall at the usual rate but lets one sample raise it by at
+    /// most `ALPHA` of itself (a sample over `HOP_RISE_CAP` times the estimate counts as that):
+    /// for hops, whose outliers are a thread descheduled on a busy machine rather than the
+    /// price of the move; a lasting rise still gets through, over a few dozen samples.
+    fn observe_damped(&mut self, x: f64) {
+        let x = if self.samples > 0 {
+            x.min(self.ns * HOP_RISE_CAP)
+        } else {
+            x
+        };
+        self.observe(x, f64::INFINITY);
     }
 
     fn get(&self) -> Option<f64> {
@@ -113,11 +129,11 @@ impl CostModel {
             .observe(run.as_nanos() as f64, budget.as_nanos() as f64);
     }
 
-    /// An offloaded job's measured hop round trip: to the pool plus back.
+    /// An offloaded job's measured hop round trip: to the pool plus back (outliers damped).
     pub(crate) fn observe_hop(&mut self, size: Option<u64>, hop: Duration) {
         let x = hop.as_nanos() as f64;
-        self.hop.observe(x, f64::INFINITY);
-        self.buckets[bucket_of(size)].hop.observe(x, f64::INFINITY);
+        self.hop.observe_damped(x);
+        self.buckets[bucket_of(size)].hop.observe_damped(x);
     }
 
     /// The estimated hop round trip for jobs of this size: their bucket's, else this kind's, else
@@ -347,6 +363,30 @@ mod tests {
         assert_eq!(decide(&mut m, Some(100)), Route::Inline);
         // A looser bound moves the switch down.
         assert_eq!(m.switch_point(0.5, BUDGET, None), Some(1024));
+    }
+
+    #[test]
+    fn one_slow_hop_barely_moves_the_estimate_and_a_lasting_rise_gets_through() {
+        let mut m = CostModel::default();
+        for _ in 0..20 {
+            m.observe_hop(None, 2 * US);
+        }
+        // A thread descheduled for 28 ms on a busy machine: the estimate rises by ALPHA at most.
+        m.observe_hop(None, Duration::from_millis(28));
+        let after = m.hop_ns(None, None);
+        assert!(after <= 2_000.0 * (1.0 + ALPHA) + 1.0, "{after}");
+        // A 25 us job stays offloaded: a 2.25 us hop is 9% of it.
+        for _ in 0..10 {
+            m.observe_cost(None, 25 * US, BUDGET);
+        }
+        assert_eq!(decide(&mut m, None), Route::Offload);
+        // Hops that really became 10x slower are followed within a few dozen samples.
+        for _ in 0..40 {
+            m.observe_hop(None, 20 * US);
+        }
+        let risen = m.hop_ns(None, None);
+        assert!(risen > 18_000.0, "{risen}");
+        assert_eq!(decide(&mut m, None), Route::Inline);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! [`Kind`]: a named class of jobs, with its policy, cost model, counters and histograms.
 
-use crate::adaptive::{BUCKETS, CostModel, Route, bucket_of};
+use crate::adaptive::{BUCKETS, CostModel, HOP_RISE_CAP, Route, bucket_of};
 use crate::policy::Policy;
 use crate::stats::{HistogramSummary, KindHistograms, KindSnapshot};
 use std::cell::Cell;
@@ -19,14 +19,37 @@ impl SharedHop {
         (bits != 0).then(|| f64::from_bits(bits))
     }
 
-    /// Racy by design: a lost update among concurrent ones only loses a sample.
+    /// Racy by design: a lost update among concurrent ones only loses a sample. A sample over
+    /// [`HOP_RISE_CAP`] times the estimate counts as that much (an outlier is a descheduled
+    /// thread, not the price of the move).
     pub(crate) fn observe(&self, hop: Duration) {
         let x = hop.as_nanos() as f64;
         let next = match self.get() {
             None => x,
-            Some(v) => v + (x - v) / 16.0,
+            Some(v) => v + (x.min(v * HOP_RISE_CAP) - v) / 16.0,
         };
         self.0.store(next.to_bits().max(1), Ordering::Relaxed);
+    }
+}
+
+/// One offloaded job's hops, as measured.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Hops {
+    /// From its submission to its start on a pool thread.
+    pub(crate) to_pool: Duration,
+    /// The part of `to_pool` it spent queued while every pool thread was busy with other jobs.
+    pub(crate) waited: Duration,
+    /// From its end to the awaiting future resuming.
+    pub(crate) back: Duration,
+}
+
+impl Hops {
+    /// The round trip the cost model compares with a job's cost: both hops without the wait
+    /// for a free thread. That wait is queueing, not the price of the move: a job run inline
+    /// would wait its turn for the worker too, and counting it made a busy pool look too
+    /// expensive to use (every hop the length of the jobs queued ahead).
+    pub(crate) fn round_trip(&self) -> Duration {
+        self.to_pool.saturating_sub(self.waited) + self.back
     }
 }
 
@@ -215,28 +238,28 @@ impl Kind {
     pub(crate) fn finish_offloaded(
         &self,
         size: Option<u64>,
-        to_pool: Duration,
+        hops: Hops,
         run: Duration,
-        back: Duration,
         panicked: bool,
     ) {
         self.state.offloaded.fetch_add(1, Ordering::Relaxed);
         if panicked {
             self.state.panicked.fetch_add(1, Ordering::Relaxed);
         }
-        let hop = to_pool + back;
+        let hop = hops.round_trip();
         self.hop.observe(hop);
         let mut inner = self.lock();
         let budget = Self::budget(inner.policy);
         inner.model.observe_cost(size, run, budget);
         inner.model.observe_hop(size, hop);
         inner.hist.record_run(run);
-        inner.hist.record_hops(to_pool, back);
+        inner.hist.record_hops(hops.to_pool, hops.waited, hops.back);
         self.refresh_fast(&inner, size);
     }
 
     /// Feed the adaptive model a measurement as if a job had run (for callers that time work
-    /// themselves, and for tests): its run time and, if it went to the pool, its hop round trip.
+    /// themselves, and for tests): its run time and, if it went to the pool, its hop round trip
+    /// (without any time it queued for a free thread).
     pub fn observe(&self, size_hint: Option<u64>, run: Duration, hop: Option<Duration>) {
         let mut inner = self.lock();
         let budget = Self::budget(inner.policy);
@@ -300,6 +323,7 @@ impl Kind {
             offloaded: self.state.offloaded.load(Ordering::Relaxed),
             panicked: self.state.panicked.load(Ordering::Relaxed),
             to_pool: HistogramSummary::of(&inner.hist.to_pool),
+            waited: HistogramSummary::of(&inner.hist.waited),
             back: HistogramSummary::of(&inner.hist.back),
             run: HistogramSummary::of(&inner.hist.run),
             hop_estimate_ns: inner.model.hop_ns(None, pool_hop),

@@ -18,13 +18,18 @@
 //!   the hop back costs no thread wake-up: the BEAM's schedulers busy-wait the same way.
 //! - [`Kind`]: a named class of jobs with its [`Policy`]: [`Policy::Inline`],
 //!   [`Policy::Offload`], or [`Policy::Adaptive`], which keeps per kind an estimate of the job's
-//!   cost (by log2 of a size hint) and of the measured hop, runs inline while hop ÷ cost is over
+//!   cost (by log2 of a size hint) and of the measured hop (without the time a job queued for a
+//!   free thread, which it would also wait inline; outliers damped), runs inline while hop ÷
+//!   cost is over
 //!   `max_overhead` (10%), never inline over `latency_budget` (1 ms), and sends one decision in
 //!   64 the other way to notice changes. [`Kind::switch_point`] is the size where it switches.
 //!   Where the estimates prefer inline, jobs run untimed and unlocked but for one in 16 per
 //!   thread, which is timed and decided again: a job of microseconds pays a counter, not two
 //!   lock round trips and two clock reads. [`Pool::try_inline`] runs such a job without boxing
 //!   a future.
+//! - [`Priority`]: the pool threads' scheduling class. [`Priority::Idle`] (Linux's
+//!   `SCHED_IDLE`) lets a request worker that wakes preempt a pool thread at once, so offloaded
+//!   work takes only the CPU the workers leave; at the price its docs describe.
 //! - Measurement as the seed did it: per kind, HDR histograms of the hop to the pool, the hop
 //!   back and the run time ([`Kind::histograms`], [`Pool::snapshot`]), printed as DTrace
 //!   `lquantize` text by [`LinearBuckets::render`].
@@ -38,6 +43,7 @@ mod kind;
 mod lquantize;
 mod policy;
 mod pool;
+mod priority;
 mod queue;
 mod stats;
 
@@ -51,4 +57,5 @@ pub use kind::Kind;
 pub use lquantize::{LinearBuckets, render_counts};
 pub use policy::{DEFAULT_LATENCY_BUDGET, DEFAULT_MAX_OVERHEAD, ParsePolicyError, Policy};
 pub use pool::{Config, Pool};
+pub use priority::{ParsePriorityError, Priority};
 pub use stats::{HistogramSummary, KindHistograms, KindSnapshot, PoolSnapshot, new_histogram};

@@ -2,9 +2,10 @@
 
 use crate::adaptive::Route;
 use crate::error::{OffloadError, panic_message};
-use crate::kind::{Kind, SharedHop};
+use crate::kind::{Hops, Kind, SharedHop};
 use crate::policy::Policy;
-use crate::queue::{Shared, Task};
+use crate::priority::{self, Priority};
+use crate::queue::{Ready, Shared, Task};
 use crate::stats::PoolSnapshot;
 use std::collections::HashMap;
 use std::future::Future;
@@ -16,7 +17,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{TryAcquireError, oneshot};
 
 /// How a [`Pool`] is built. `Config::default()`: a thread per core, 1024 queued jobs, 20 us of
-/// spinning on pool threads, 10 us on the awaiting side, [`Policy::adaptive`].
+/// spinning on pool threads, 10 us on the awaiting side, [`Policy::adaptive`], threads of the
+/// normal scheduling class at the process's nice value.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Pool threads (0: one per core, `std::thread::available_parallelism`). Never pinned.
@@ -36,10 +38,14 @@ pub struct Config {
     pub policy: Policy,
     /// Threads are named `{thread_name}-{i}`.
     pub thread_name: String,
-    /// The pool threads' nice value (Linux; best effort, 0 leaves it alone). Above 0, a request
-    /// worker that has work preempts a pool thread: on a machine whose cores the pool can fill,
-    /// light requests then keep their latency while heavy jobs take the CPU that is left.
+    /// The pool threads' nice value under [`Priority::Normal`] (Linux; best effort, 0 leaves
+    /// it alone). Above 0, a request worker that has work gets more of the CPU than a pool
+    /// thread, though it may still wait for a pool thread's time slice when it wakes.
     pub nice: i32,
+    /// The pool threads' scheduling class: [`Priority::Idle`] (Linux's `SCHED_IDLE`) lets any
+    /// normal thread preempt them at once, at the cost its docs describe. `Pool::new` fails if
+    /// the class cannot be set.
+    pub priority: Priority,
 }
 
 impl Default for Config {
@@ -52,6 +58,7 @@ impl Default for Config {
             policy: Policy::default(),
             thread_name: "galleon-offload".to_owned(),
             nice: 0,
+            priority: Priority::Normal,
         }
     }
 }
@@ -65,6 +72,7 @@ struct Handle {
     hop: Arc<SharedHop>,
     thread_count: usize,
     policy: Policy,
+    priority: Priority,
     await_spin: Duration,
 }
 
@@ -112,17 +120,6 @@ pub struct Pool {
     handle: Arc<Handle>,
 }
 
-/// Sets this thread's nice value (Linux: `setpriority` on its thread id). Best effort: lowering
-/// a thread's priority is always allowed, raising it needs privileges and is then left as is.
-fn set_nice(nice: i32) {
-    #[cfg(target_os = "linux")]
-    if nice != 0 {
-        let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), nice);
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = nice;
-}
-
 /// Runs `job` on this thread as an inline job of `kind`: timed, and a panic is an error.
 fn run_here<T>(kind: &Kind, size: Option<u64>, job: impl FnOnce() -> T) -> Result<T, OffloadError> {
     let start = Instant::now();
@@ -155,6 +152,8 @@ enum Decision {
 enum Done<T> {
     Ran {
         result: Result<T, OffloadError>,
+        /// When the thread that ran it was free to take it (see [`Ready`]).
+        ready: Instant,
         start: Instant,
         end: Instant,
     },
@@ -171,14 +170,21 @@ impl Pool {
         };
         let shared = Arc::new(Shared::new(config.queue_capacity, config.spin));
         let mut handles = Vec::with_capacity(threads);
+        // Each thread reports whether it took its scheduling class before taking jobs.
+        let (applied_tx, applied) = std::sync::mpsc::channel::<std::io::Result<()>>();
         for i in 0..threads {
             let worker = shared.clone();
-            let nice = config.nice;
+            let (nice, prio) = (config.nice, config.priority);
+            let applied_tx = applied_tx.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("{}-{i}", config.thread_name))
                 .spawn(move || {
-                    set_nice(nice);
-                    worker.work()
+                    let result = priority::apply(prio, nice);
+                    let ok = result.is_ok();
+                    let _ = applied_tx.send(result);
+                    if ok {
+                        worker.work();
+                    }
                 });
             match spawned {
                 Ok(h) => handles.push(h),
@@ -188,6 +194,25 @@ impl Pool {
                 }
             }
         }
+        drop(applied_tx);
+        for _ in 0..threads {
+            let failed = match applied.recv() {
+                Ok(Ok(())) => continue,
+                Ok(Err(e)) => e,
+                Err(_) => std::io::Error::other("a pool thread exited before it started"),
+            };
+            shared.shutdown();
+            for h in handles {
+                let _ = h.join();
+            }
+            return Err(std::io::Error::new(
+                failed.kind(),
+                format!(
+                    "offload pool threads at priority {}: {failed}",
+                    config.priority
+                ),
+            ));
+        }
         Ok(Pool {
             handle: Arc::new(Handle {
                 shared,
@@ -196,6 +221,7 @@ impl Pool {
                 hop: Arc::new(SharedHop::default()),
                 thread_count: threads,
                 policy: config.policy,
+                priority: config.priority,
                 await_spin: config.await_spin,
             }),
         })
@@ -354,8 +380,8 @@ impl Pool {
         // The slot is given back by the thread that takes the job.
         permit.forget();
         let (tx, rx) = oneshot::channel::<Done<T>>();
-        let task: Task = Box::new(move |run: Option<&dyn Fn()>| {
-            let Some(before_reply) = run else {
+        let task: Task = Box::new(move |run: Option<&Ready<'_>>| {
+            let Some(ready) = run else {
                 let _ = tx.send(Done::Cancelled);
                 return true;
             };
@@ -366,8 +392,13 @@ impl Pool {
             let result = catch_unwind(AssertUnwindSafe(job))
                 .map_err(|p| OffloadError::Panicked(panic_message(&*p)));
             let end = Instant::now();
-            before_reply();
-            let _ = tx.send(Done::Ran { result, start, end });
+            (ready.before_reply)();
+            let _ = tx.send(Done::Ran {
+                result,
+                ready: ready.since,
+                start,
+                end,
+            });
             true
         });
         let submitted = Instant::now();
@@ -391,13 +422,21 @@ impl Pool {
         })
         .await;
         match done {
-            Ok(Done::Ran { result, start, end }) => {
+            Ok(Done::Ran {
+                result,
+                ready,
+                start,
+                end,
+            }) => {
                 let resumed = Instant::now();
                 kind.finish_offloaded(
                     size,
-                    start.saturating_duration_since(submitted),
+                    Hops {
+                        to_pool: start.saturating_duration_since(submitted),
+                        waited: ready.saturating_duration_since(submitted),
+                        back: resumed.saturating_duration_since(end),
+                    },
                     end.saturating_duration_since(start),
-                    resumed.saturating_duration_since(end),
                     result.is_err(),
                 );
                 result
@@ -458,6 +497,7 @@ impl Pool {
             abandoned: counts.abandoned,
             shut_down: counts.shut_down,
             policy: self.handle.policy.to_string(),
+            priority: self.handle.priority.to_string(),
             hop_estimate_ns: self.handle.hop.get(),
             kinds: kinds.iter().map(Kind::snapshot).collect(),
         }

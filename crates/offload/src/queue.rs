@@ -16,10 +16,20 @@ use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
-/// A queued job, type-erased: called with `Some(before_reply)` to run it (it calls
-/// `before_reply` once the job is done, just before it sends the result; it returns whether it
-/// ran, `false` if its caller was gone), with `None` to cancel it (shutdown).
-pub(crate) type Task = Box<dyn FnOnce(Option<&dyn Fn()>) -> bool + Send>;
+/// What a pool thread gives the job it runs.
+pub(crate) struct Ready<'a> {
+    /// When this thread became free to take a job: the end of its previous one, or its start. A
+    /// job submitted before then waited in the queue for a thread; from the later of the two
+    /// instants to the job's start is the hop itself (a wake-up, a cache line moving).
+    pub(crate) since: Instant,
+    /// To call once the job is done, just before its result is sent.
+    pub(crate) before_reply: &'a dyn Fn(),
+}
+
+/// A queued job, type-erased: called with `Some(ready)` to run it (it calls
+/// `ready.before_reply` once the job is done, just before it sends the result; it returns
+/// whether it ran, `false` if its caller was gone), with `None` to cancel it (shutdown).
+pub(crate) type Task = Box<dyn FnOnce(Option<&Ready<'_>>) -> bool + Send>;
 
 #[derive(Default)]
 struct State {
@@ -171,6 +181,7 @@ impl Shared {
 
     /// A pool thread's life: take a job, run it, spin a little for the next, park.
     pub(crate) fn work(&self) {
+        let mut free_since = Instant::now();
         let mut state = self.lock();
         loop {
             if let Some(task) = state.tasks.pop_front() {
@@ -193,9 +204,13 @@ impl Shared {
                     }
                 };
                 // The task catches the job's panic; this catches anything else (a result's drop).
-                let ran =
-                    catch_unwind(AssertUnwindSafe(|| task(Some(&before_reply)))).unwrap_or(true);
+                let ready = Ready {
+                    since: free_since,
+                    before_reply: &before_reply,
+                };
+                let ran = catch_unwind(AssertUnwindSafe(|| task(Some(&ready)))).unwrap_or(true);
                 before_reply();
+                free_since = Instant::now();
                 self.busy.fetch_sub(1, Ordering::Relaxed);
                 if !ran {
                     self.abandoned.fetch_add(1, Ordering::Relaxed);

@@ -16,11 +16,14 @@ pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_NS, SIGFIG).expect("constant bounds are valid")
 }
 
-/// One kind's three histograms, in nanoseconds.
+/// One kind's histograms, in nanoseconds.
 #[derive(Debug, Clone)]
 pub struct KindHistograms {
     /// The hop to the pool: from submitting the job to its start on a pool thread.
     pub to_pool: Histogram<u64>,
+    /// The part of the hop to the pool a job spent queued while every pool thread was busy with
+    /// other jobs (0 when a thread was free). The adaptive model's hop leaves it out.
+    pub waited: Histogram<u64>,
     /// The hop back: from the job's end on the pool thread to the awaiting future resuming.
     pub back: Histogram<u64>,
     /// The job's run time, inline or on the pool.
@@ -31,6 +34,7 @@ impl Default for KindHistograms {
     fn default() -> Self {
         KindHistograms {
             to_pool: new_histogram(),
+            waited: new_histogram(),
             back: new_histogram(),
             run: new_histogram(),
         }
@@ -46,13 +50,15 @@ impl KindHistograms {
         self.run.saturating_record(ns(run));
     }
 
-    pub(crate) fn record_hops(&mut self, to_pool: Duration, back: Duration) {
+    pub(crate) fn record_hops(&mut self, to_pool: Duration, waited: Duration, back: Duration) {
         self.to_pool.saturating_record(ns(to_pool));
+        self.waited.saturating_record(ns(waited));
         self.back.saturating_record(ns(back));
     }
 
     pub(crate) fn reset(&mut self) {
         self.to_pool.reset();
+        self.waited.reset();
         self.back.reset();
         self.run.reset();
     }
@@ -123,6 +129,8 @@ pub struct KindSnapshot {
     pub panicked: u64,
     /// The hop to the pool, ns.
     pub to_pool: HistogramSummary,
+    /// The part of the hop to the pool spent waiting for a free pool thread, ns.
+    pub waited: HistogramSummary,
     /// The hop back, ns.
     pub back: HistogramSummary,
     /// Run time, ns.
@@ -156,6 +164,8 @@ pub struct PoolSnapshot {
     pub shut_down: bool,
     /// The pool's default policy.
     pub policy: String,
+    /// The pool threads' scheduling class ([`Priority`](crate::Priority): `normal`, `idle`).
+    pub priority: String,
     /// The pool-wide hop round-trip estimate, ns (`None` before the first offloaded job).
     pub hop_estimate_ns: Option<f64>,
     /// Each registered kind, by name.

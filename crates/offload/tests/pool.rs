@@ -472,3 +472,33 @@ async fn a_resample_does_not_wait_behind_a_busy_pool() {
     drop(gate.open);
     assert_eq!(held.await.unwrap(), Ok(1));
 }
+
+#[tokio::test]
+async fn waiting_for_a_busy_thread_is_measured_but_not_counted_as_the_hop() {
+    let p = pool(1, 16, Policy::Offload);
+    let blocker = p.kind("blocker");
+    let queued = p.kind("queued");
+    let (gate, job) = gated(1);
+    let held = spawn_run(&p, &blocker, job);
+    until("the blocker started", || gate.started()).await;
+    let waiting = spawn_run(&p, &queued, || 2);
+    until("the second job is queued", || p.snapshot().queued == 1).await;
+    let hold = Duration::from_millis(60);
+    tokio::time::sleep(hold).await;
+    gate.open.send(()).unwrap();
+    assert_eq!(held.await.unwrap(), Ok(1));
+    assert_eq!(waiting.await.unwrap(), Ok(2));
+    let h = queued.histograms();
+    let (to_pool, waited) = (h.to_pool.max(), h.waited.max());
+    assert!(to_pool >= hold.as_nanos() as u64, "to_pool {to_pool}");
+    assert!(waited >= hold.as_nanos() as u64, "waited {waited}");
+    assert!(waited <= to_pool, "waited {waited} > to_pool {to_pool}");
+    // The model's hop is what is left: the move itself, not the 60 ms in the queue.
+    let hop = queued.estimated_hop(None);
+    assert!(hop < hold / 2, "hop estimate {hop:?} includes the wait");
+    // A job that found the thread free waited for nothing.
+    let free = p.kind("free");
+    assert_eq!(p.run(&free, None, || 3).await, Ok(3));
+    assert_eq!(free.histograms().waited.max(), 0);
+    assert_eq!(queued.snapshot().waited.count, 1);
+}
