@@ -60,12 +60,11 @@ pub(crate) struct SizeHint {
 const MAX_SIZE_HINT: usize = 1 << 20;
 
 impl SizeHint {
-    /// An empty list with room for as many segments as the last render had. A render of one
-    /// segment gets no table: a list of copies only keeps none (its scratch is its segment), and
-    /// a list of one reference allocates its table at the push as it would here.
+    /// An empty list with room for as many segments as the last render had; none when it was a
+    /// list of copies only (recorded as 0), which keeps no table (its scratch is its segment).
     pub(crate) fn list(&self) -> IoList {
         match self.segments.load(Ordering::Relaxed) {
-            0 | 1 => IoList::new(),
+            0 => IoList::new(),
             n => IoList::with_capacity(n, 0),
         }
     }
@@ -81,7 +80,12 @@ impl SizeHint {
     /// the other worker threads read on each render of the same page would bounce it between
     /// their caches for nothing.
     pub(crate) fn record(&self, list: &IoList) {
-        let segments = list.segment_count().min(MAX_SIZE_HINT);
+        // Every byte in the scratch buffer: copies only, no segment table needed.
+        let segments = if list.scratch_len() == list.len() {
+            0
+        } else {
+            list.segment_count().min(MAX_SIZE_HINT)
+        };
         if self.segments.load(Ordering::Relaxed) != segments {
             self.segments.store(segments, Ordering::Relaxed);
         }
