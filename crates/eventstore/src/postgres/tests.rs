@@ -201,8 +201,17 @@ async fn upgrade_from(url: &str, schema: &str, old: usize) -> Result<()> {
         .read_stream("old-b", 0, 10, Direction::Forward)
         .await?;
     assert_eq!(b.len(), 5);
-    let all = store.read_all(0, 1000).await?;
-    assert_eq!(all.len(), 3 + 2 + 2 + 3 + 19 * 3);
+    // `$all` shows an append once every transaction of the cluster older than it ended, and
+    // other tests hold transactions open meanwhile (some on purpose): read until it is all
+    // there, for up to a minute, as a subscriber would wait.
+    let want = 3 + 2 + 2 + 3 + 19 * 3;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut all = store.read_all(0, 1000).await?;
+    while all.len() < want && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        all = store.read_all(0, 1000).await?;
+    }
+    assert_eq!(all.len(), want);
     let places: i64 = raw
         .query_one(
             "SELECT count(DISTINCT (stream_no, version)) - count(DISTINCT (stream_id, version)) \
