@@ -59,15 +59,7 @@ pub(in crate::vm) fn run_assign(
     if *body != *pc || !whole_body_fits(plain, ops, out.copy_below()) {
         return None;
     }
-    let whole_body = Body {
-        steps: &plain.steps,
-        bottom: &plain.bottom,
-        ops,
-        assigns,
-        index: bind.index,
-        iter_max: plain.text_bytes + plain.outputs * MAX_INT_LEN,
-        value_copy_below: out.value_copy_below(),
-    };
+    let whole_body = Body::new(plain, ops, assigns, bind.index, out.value_copy_below());
     let base = out.list.len();
     let (buf, pos) = out.cursor();
     let limit = (buf.len().saturating_sub(SLOT)).min(pause_at.saturating_sub(base + 1));
@@ -142,15 +134,7 @@ pub(super) fn first(
     if !whole_body_fits(plain, ops, out.copy_below()) {
         return false;
     }
-    let whole_body = Body {
-        steps: &plain.steps,
-        bottom: &plain.bottom,
-        ops,
-        assigns,
-        index: bind.index,
-        iter_max: plain.text_bytes + plain.outputs * MAX_INT_LEN,
-        value_copy_below: out.value_copy_below(),
-    };
+    let whole_body = Body::new(plain, ops, assigns, bind.index, out.value_copy_below());
     let base = out.list.len();
     let (buf, pos) = out.cursor();
     let limit = (buf.len().saturating_sub(SLOT)).min(pause_at.saturating_sub(base + 1));
@@ -184,6 +168,28 @@ pub(super) struct Body<'a> {
     pub(super) iter_max: usize,
     /// Strings at least this long are referenced: not written here.
     pub(super) value_copy_below: usize,
+}
+
+impl<'a> Body<'a> {
+    /// The body of a plain loop whose instructions are `ops`, reading `assigns`.
+    #[inline(always)]
+    fn new(
+        plain: &'a PlainBody,
+        ops: &'a [Instr],
+        assigns: &'a [Option<Value>],
+        index: Option<usize>,
+        value_copy_below: usize,
+    ) -> Body<'a> {
+        Body {
+            steps: &plain.steps,
+            bottom: &plain.bottom,
+            ops,
+            assigns,
+            index,
+            iter_max: plain.text_bytes + plain.outputs * MAX_INT_LEN,
+            value_copy_below,
+        }
+    }
 }
 
 /// Where a run stands: the next element, the buffer position, the steps left.
