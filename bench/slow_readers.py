@@ -2,13 +2,19 @@
 """bench/slow_readers.py: can cheap slow clients exhaust galleon? (issue 13's benchmark)
 
 Starts `galleon serve` (release build), measures the latency of `GET /static/robots.txt` and
-`GET /streams/bench-1` alone, then again while N clients (default 1,000) each download `/doom`
+`GET /streams/bench-1` alone, then while N clients (default 1,000) each download `/doom`
 reading about 1 KB a second, then watches the server's RSS return after they leave, then
 measures alone once more (the unloaded figures pool both quiet rounds). Prints one table.
 Loopback only; every loop is bounded in count and time.
 
-    python3 bench/slow_readers.py                 # 1,000 readers, 20 s of load
-    READERS=200 LOAD_SECS=10 python3 bench/slow_readers.py
+The loaded figures come in two phases. While the readers connect, the server fills each one's
+socket buffers as fast as the kernel takes them (a few MB per connection on loopback, seconds
+of CPU for 1,000): that is 1,000 fast downloads, measured as "opening". Once the buffers are
+full the readers are slow, and the server only tops them up: "slow", the target's phase, is
+measured after the server's CPU has settled.
+
+    python3 bench/slow_readers.py                 # 1,000 readers
+    READERS=200 python3 bench/slow_readers.py
 """
 import asyncio
 import os
@@ -18,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -25,7 +32,12 @@ READERS = int(os.environ.get("READERS", "1000"))
 # What the slow readers download: /doom (streamed) by default; a whole page such as
 # /dynamic-strings?count=50000 (3.9 MB of 65-byte strings) checks per-connection buffers.
 PAGE = os.environ.get("PAGE", "/doom")
-LOAD_SECS = float(os.environ.get("LOAD_SECS", "20"))
+# The most seconds the readers stay (they leave as soon as the slow phase is measured).
+LOAD_SECS = float(os.environ.get("LOAD_SECS", "120"))
+# Requests per path measured while the readers connect (the opening burst).
+OPENING_SAMPLES = int(os.environ.get("OPENING_SAMPLES", "200"))
+# The slow phase starts once the server uses less than this share of a core over half a second.
+SETTLED_CPU = float(os.environ.get("SETTLED_CPU", "0.10"))
 # Requests per path per measurement. p99 is the 10th-slowest of 1,000: with 300 (the first
 # version) it was the 3rd-slowest, and the ratio swung 0.9-3.0x from run to run.
 SAMPLES = int(os.environ.get("SAMPLES", "1000"))
@@ -35,6 +47,15 @@ READ_BYTES_PER_SEC = 1024
 AFTER_SECS = int(os.environ.get("AFTER_SECS", "15"))
 # Extra `galleon serve` flags, e.g. SERVE_ARGS="--offload offload".
 SERVE_ARGS = os.environ.get("SERVE_ARGS", "").split()
+# Where cargo puts the build (CARGO_TARGET_DIR, as cargo reads it).
+TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+
+
+def cpu_secs(pid):
+    """User + system CPU seconds of process `pid` (all its threads) so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_kib(pid):
@@ -97,7 +118,7 @@ def p50_p99(xs):
     return xs[len(xs) // 2] * 1000, xs[min(len(xs) - 1, int(len(xs) * 0.99))] * 1000
 
 
-async def slow_reader(stop_at, stats):
+async def slow_reader(stop_at, stop, stats):
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", PORT)
     except OSError:
@@ -107,7 +128,7 @@ async def slow_reader(stop_at, stats):
     await writer.drain()
     stats["open"] += 1
     try:
-        while time.monotonic() < stop_at:
+        while time.monotonic() < stop_at and not stop.is_set():
             data = await asyncio.wait_for(reader.read(READ_BYTES_PER_SEC), timeout=5)
             if not data:
                 stats["closed_by_server"] += 1
@@ -120,10 +141,15 @@ async def slow_reader(stop_at, stats):
 
 
 async def slow_readers(n, secs, stats):
+    """`n` readers until standard input closes (the measuring process says so) or `secs` pass."""
     stop_at = time.monotonic() + secs
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(stop.set)),
+                     daemon=True).start()
     tasks = []
     for i in range(n):
-        tasks.append(asyncio.create_task(slow_reader(stop_at, stats)))
+        tasks.append(asyncio.create_task(slow_reader(stop_at, stop, stats)))
         if i % 50 == 49:
             await asyncio.sleep(0.05)
     await asyncio.gather(*tasks)
@@ -135,7 +161,7 @@ def main():
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "galleon"], cwd=ROOT, check=True)
     data = tempfile.mkdtemp()
     server = subprocess.Popen(
-        [os.path.join(ROOT, "target/release/galleon"), "serve", "--addr", f"127.0.0.1:{PORT}",
+        [os.path.join(TARGET, "release/galleon"), "serve", "--addr", f"127.0.0.1:{PORT}",
          "--events", f"sqlite:{data}/events.db", "--max-connections", str(READERS + 200)]
         + SERVE_ARGS,
         cwd=ROOT, stderr=subprocess.PIPE, text=True)
@@ -155,11 +181,26 @@ def main():
         # The readers run in a process of their own, so the measuring client shares no
         # interpreter lock with them.
         readers = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--readers",
-                                    str(READERS), str(LOAD_SECS)], stdout=subprocess.PIPE, text=True)
-        time.sleep(min(5, LOAD_SECS / 3))
-        loaded, errs_loaded = measure("loaded", SAMPLES)
+                                    str(READERS), str(LOAD_SECS)], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, text=True)
+        started = time.monotonic()
+        time.sleep(0.5)
+        opening, errs_opening = measure("opening", OPENING_SAMPLES)
+        # Wait (bounded) for the burst to end: the server's CPU under SETTLED_CPU of a core.
+        settled = None
+        while time.monotonic() - started < LOAD_SECS / 2:
+            c0, t0 = cpu_secs(server.pid), time.monotonic()
+            time.sleep(0.5)
+            if (cpu_secs(server.pid) - c0) / (time.monotonic() - t0) < SETTLED_CPU:
+                settled = time.monotonic() - started
+                break
+        cpu0 = (cpu_secs(server.pid), cpu_secs(readers.pid), time.monotonic())
+        loaded, errs_loaded = measure("slow", SAMPLES)
+        cpu1 = (cpu_secs(server.pid), cpu_secs(readers.pid), time.monotonic())
+        wall = cpu1[2] - cpu0[2]
         peak_rss = rss_kib(server.pid)
-        stats = readers.communicate(timeout=LOAD_SECS + 120)[0].strip()
+        still_there = readers.poll() is None
+        stats = readers.communicate(input="", timeout=LOAD_SECS + 120)[0].strip()
         after = []
         for _ in range(AFTER_SECS):
             time.sleep(1)
@@ -170,14 +211,25 @@ def main():
         errs_alone += errs_again
         for path in alone:
             alone[path] += again[path]
-        print(f"== bench/slow_readers.py: {READERS} readers of {PAGE} at ~1 KB/s for {LOAD_SECS:.0f} s, "
-              f"{SAMPLES} loaded and 2x{SAMPLES} unloaded samples per path (before and after the load), {os.cpu_count()} cores, {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
-        print(f"{'path':<22} {'p50 alone':>10} {'p99 alone':>10} {'p50 loaded':>11} {'p99 loaded':>11} {'p99 ratio':>10}")
+        print(f"== bench/slow_readers.py: {READERS} readers of {PAGE} at ~1 KB/s, {SAMPLES} slow-phase, "
+              f"{OPENING_SAMPLES} opening and 2x{SAMPLES} unloaded samples per path (before and after the load), "
+              f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
+        print(f"{'path':<22} {'p50 alone':>10} {'p99 alone':>10} {'p99 opening':>12} {'ratio':>6} "
+              f"{'p50 slow':>9} {'p99 slow':>9} {'p99 ratio':>10}")
         for path in alone:
             a50, a99 = p50_p99(alone[path])
+            _, o99 = p50_p99(opening[path])
             l50, l99 = p50_p99(loaded[path])
-            print(f"{path:<22} {a50:>9.2f}ms {a99:>9.2f}ms {l50:>10.2f}ms {l99:>10.2f}ms {l99 / a99:>9.2f}x")
-        print(f"errors: {errs_alone} alone, {errs_loaded} loaded; readers: {stats}")
+            print(f"{path:<22} {a50:>9.2f}ms {a99:>9.2f}ms {o99:>10.2f}ms {o99 / a99:>5.2f}x "
+                  f"{l50:>7.2f}ms {l99:>7.2f}ms {l99 / a99:>9.2f}x")
+        settle = f"{settled:.1f} s after the readers started" if settled is not None else \
+            f"NOT within {LOAD_SECS / 2:.0f} s (the slow phase was measured anyway)"
+        print(f"server CPU settled under {SETTLED_CPU:.0%} of a core {settle}; during the slow phase "
+              f"({wall:.1f} s): server {(cpu1[0] - cpu0[0]) / wall * 100:.0f}% of a core, "
+              f"slow-reader client {(cpu1[1] - cpu0[1]) / wall * 100:.0f}%")
+        if not still_there:
+            print("WARNING: the readers left before the slow phase was measured (raise LOAD_SECS)")
+        print(f"errors: {errs_alone} alone, {errs_opening} opening, {errs_loaded} slow; readers: {stats}")
         print(f"RSS: at start {cold_rss / 1024:.1f} MiB, idle after the measurements alone {idle_rss / 1024:.1f} MiB, under load {peak_rss / 1024:.1f} MiB, "
               f"after they left (1..{AFTER_SECS} s): {' '.join(f'{r / 1024:.1f}' for r in after)} MiB "
               f"({after[-1] / idle_rss:.2f}x idle)")
