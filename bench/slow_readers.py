@@ -174,7 +174,9 @@ def main():
                 time.sleep(0.05)
         get("/streams/bench-1", body='[{"type":"Bench","data":{"n":1}}]', method="POST")
         cold_rss = rss_kib(server.pid)
+        a0 = (cpu_secs(server.pid), time.monotonic())
         alone, errs_alone = measure("alone", SAMPLES)
+        a1 = (cpu_secs(server.pid), time.monotonic())
         # Idle = warmed up by the measurements alone, nothing in flight.
         time.sleep(1)
         idle_rss = rss_kib(server.pid)
@@ -226,7 +228,8 @@ def main():
             f"NOT within {LOAD_SECS / 2:.0f} s (the slow phase was measured anyway)"
         print(f"server CPU settled under {SETTLED_CPU:.0%} of a core {settle}; during the slow phase "
               f"({wall:.1f} s): server {(cpu1[0] - cpu0[0]) / wall * 100:.0f}% of a core, "
-              f"slow-reader client {(cpu1[1] - cpu0[1]) / wall * 100:.0f}%")
+              f"slow-reader client {(cpu1[1] - cpu0[1]) / wall * 100:.0f}% (server alone: "
+              f"{(a1[0] - a0[0]) / (a1[1] - a0[1]) * 100:.0f}% over {a1[1] - a0[1]:.1f} s)")
         if not still_there:
             print("WARNING: the readers left before the slow phase was measured (raise LOAD_SECS)")
         print(f"errors: {errs_alone} alone, {errs_opening} opening, {errs_loaded} slow; readers: {stats}")

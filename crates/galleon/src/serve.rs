@@ -86,6 +86,10 @@ pub(crate) struct Args {
     /// Seconds the client may take to accept one response, or one chunk of a streamed one.
     #[arg(long, default_value_t = galleon_http::DEFAULT_WRITE_TIMEOUT.as_secs_f64(), value_name = "SECS")]
     write_timeout: f64,
+    /// Bytes of a streamed page, event stream or file that may wait unsent in the kernel per
+    /// connection (TCP_NOTSENT_LOWAT): what a slow reader can pin; 0 leaves the kernel's default.
+    #[arg(long, default_value_t = galleon_http::DEFAULT_STREAM_UNSENT_BYTES, value_name = "BYTES")]
+    stream_unsent: u32,
     /// Seconds in-flight responses may run on after SIGINT or SIGTERM.
     #[arg(long, default_value_t = galleon_http::DEFAULT_SHUTDOWN_GRACE.as_secs_f64(), value_name = "SECS")]
     shutdown_grace: f64,
@@ -203,6 +207,9 @@ const MIN_HEAD_BYTES: usize = 1024;
 
 /// Largest `--max-head-bytes`: 1 MiB (nginx's largest default header buffers are 32 KiB).
 const MAX_HEAD_BYTES: usize = 1024 * 1024;
+
+/// Largest `--stream-unsent`: 64 MiB (Linux's largest send buffer by default is 4 MiB).
+const MAX_STREAM_UNSENT: u32 = 64 * 1024 * 1024;
 
 /// Largest `--max-headers`: 1,024 header lines.
 const MAX_HEADERS: usize = 1024;
@@ -325,6 +332,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         "--max-headers {}: expected 1 to {MAX_HEADERS}",
         args.max_headers
     );
+    anyhow::ensure!(
+        args.stream_unsent <= MAX_STREAM_UNSENT,
+        "--stream-unsent {}: expected 0 (the kernel's default) to {MAX_STREAM_UNSENT}",
+        args.stream_unsent
+    );
+    config.limits.stream_unsent_bytes = args.stream_unsent;
     config.limits.max_head_bytes = args.max_head_bytes;
     config.limits.max_headers = args.max_headers;
     config.limits.max_buffered_body_bytes = args.max_buffered_bodies;

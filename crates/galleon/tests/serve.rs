@@ -418,6 +418,10 @@ fn out_of_range_durations_and_sizes_are_refused_at_start() {
         (["--max-head-bytes", "10"], "--max-head-bytes 10: expected"),
         (["--max-headers", "0"], "--max-headers 0: expected"),
         (
+            ["--stream-unsent", "100000000"],
+            "--stream-unsent 100000000: expected 0",
+        ),
+        (
             ["--write-timeout", "0"],
             "--write-timeout must be more than 0 seconds",
         ),

@@ -43,6 +43,11 @@ pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 /// buffer (about 8 KiB); the default `ulimit -n` of 1024 on many systems is the tighter bound.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 
+/// Default [`Limits::stream_unsent_bytes`]: 128 KiB. Without a bound Linux lets a socket's send
+/// buffer grow to 4 MiB (`tcp_wmem`), so each slow reader of a stream or file held megabytes of
+/// kernel memory, and 1,000 of them pushed loopback TCP to its memory limit.
+pub const DEFAULT_STREAM_UNSENT_BYTES: u32 = 128 * 1024;
+
 /// Default [`ServerConfig::shutdown_grace`]: in-flight responses get 30 s to finish after
 /// SIGINT/SIGTERM (systemd's default `TimeoutStopSec` is 90 s; Kubernetes gives 30 s).
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
@@ -76,6 +81,12 @@ pub struct Limits {
     pub write_timeout: Duration,
     /// Most connections open at once.
     pub max_connections: usize,
+    /// Most bytes of a streamed body or a file that may wait unsent in the kernel per
+    /// connection (Linux `TCP_NOTSENT_LOWAT`, set when such a response starts); the stream
+    /// waits for the client past it. It bounds what a slow reader pins without limiting what is
+    /// in flight, so fast downloads over long links keep their speed. 0 leaves the kernel's
+    /// default. Whole responses are not affected: they go out in one `writev`.
+    pub stream_unsent_bytes: u32,
 }
 
 impl Default for Limits {
@@ -90,6 +101,7 @@ impl Default for Limits {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            stream_unsent_bytes: DEFAULT_STREAM_UNSENT_BYTES,
         }
     }
 }

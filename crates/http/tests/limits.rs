@@ -326,6 +326,55 @@ fn request_bodies_share_one_budget() {
         b"POST /echo HTTP/1.1\r\nhost: t\r\nconnection: close\r\ncontent-length: 900\r\n\r\n"
             .to_vec();
     req.extend_from_slice(&[b'b'; 900]);
-    assert_eq!(status_of(&s.raw(&req)), 200);
+    // The share is returned just after the response's last write, which can be a moment after
+    // the client has read it: wait for it (bounded), as a client retrying a 503 would.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut status = status_of(&s.raw(&req));
+    while status == 503 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        status = status_of(&s.raw(&req));
+    }
+    assert_eq!(status, 200);
     s.assert_alive();
+}
+
+/// Chunks a stream produced for a client that sent its request and never read: waits until the
+/// count has stood still for 300 ms (the socket is full and the producer stalled), at most 10 s.
+fn chunks_for_a_client_that_never_reads(limits: impl FnOnce(&mut Limits)) -> usize {
+    let probes = Arc::new(Probes::default());
+    let mut config = ServerConfig::default();
+    limits(&mut config.limits);
+    let s = TestServer::start(test_router(probes.clone(), None), config);
+    let mut c = s.connect();
+    c.write_all(b"GET /stream?n=100000 HTTP/1.1\r\nhost: t\r\n\r\n")
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut last = (usize::MAX, Instant::now());
+    while Instant::now() < deadline {
+        let n = probes.chunks.load(std::sync::atomic::Ordering::SeqCst);
+        if n != last.0 {
+            last = (n, Instant::now());
+        } else if last.1.elapsed() > Duration::from_millis(300) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(c);
+    s.assert_alive();
+    last.0
+}
+
+/// Regression (issue 13, slow readers): a stream's socket could take megabytes before it
+/// stopped being writable (Linux grows a send buffer up to `tcp_wmem`'s 4 MiB), so each slow
+/// reader pinned that much kernel memory and 1,000 of them drove loopback TCP to its memory
+/// limit. With `stream_unsent_bytes` the kernel holds at most that much unsent.
+#[test]
+fn a_reader_that_stalls_pins_at_most_the_unsent_bound() {
+    // 64 KiB chunks: the client's receive buffer, the default 128 KiB unsent, the chunk being
+    // written and the one computed ahead. Without the bound this kernel took 61.
+    let n = chunks_for_a_client_that_never_reads(|_| {});
+    assert!(n <= 16, "{n} chunks of 64 KiB for a reader that never read");
+    // 0 leaves the kernel's default: more than the bound lets through.
+    let unbounded = chunks_for_a_client_that_never_reads(|l| l.stream_unsent_bytes = 0);
+    assert!(unbounded > n, "kernel default {unbounded}, bounded {n}");
 }

@@ -68,6 +68,9 @@ impl Conn {
         self.msg.clear();
         write_head(&mut self.msg, status, &parts.headers, framing, ka);
         let send_body = !head_only && framing != Framing::None;
+        if send_body && !matches!(parts.body.kind, BodyKind::Full(_)) {
+            self.bound_unsent();
+        }
         let mut extra = WriteStats::default();
         let result = if !send_body {
             self.write_msg().await
@@ -103,6 +106,21 @@ impl Conn {
             }
         }
         result.map(|()| keep)
+    }
+
+    /// Bounds the bytes that may wait unsent in the kernel on this connection, once, before its
+    /// first streamed body or file ([`Limits::stream_unsent_bytes`](crate::Limits)): past it the
+    /// socket stops being writable, so a slow reader pins that much kernel memory rather than a
+    /// send buffer grown to megabytes. A refusal (not TCP, an old kernel) leaves the default.
+    fn bound_unsent(&mut self) {
+        let bytes = self.shared.config.limits.stream_unsent_bytes;
+        if self.unsent_bounded || bytes == 0 {
+            return;
+        }
+        self.unsent_bounded = true;
+        if let Err(e) = socket2::SockRef::from(&self.stream).set_tcp_notsent_lowat(bytes) {
+            tracing::debug!(peer = %self.peer, error = %e, "TCP_NOTSENT_LOWAT refused");
+        }
     }
 
     /// Writes `self.msg` under the write timeout.
