@@ -20,7 +20,7 @@ cargo build --release -q -p galleon
 [ "${HYPER:-1}" = 0 ] || cargo build --release -q --manifest-path bench/peers/hyper-peer/Cargo.toml
 TMP=$(mktemp -d)
 trap 'pkill -f "127.0.0.1:4601" 2>/dev/null || true; rm -rf "$TMP"' EXIT
-target/release/galleon serve --addr 127.0.0.1:4600 --events off 2>/dev/null & pid=$!
+"${CARGO_TARGET_DIR:-target}"/release/galleon serve --addr 127.0.0.1:4600 --events off 2>/dev/null & pid=$!
 for _ in $(seq 200); do curl -sf "http://127.0.0.1:4600$TARGET" -o "$TMP/body" && break; sleep 0.05; done
 kill "$pid"; wait "$pid" 2>/dev/null || true
 
@@ -67,9 +67,9 @@ count() {
 
 echo "== $TARGET, $N keep-alive requests, user-space instructions (callgrind), $(date -u +%FT%TZ)"
 [ "${HYPER:-1}" = 0 ] || count hyper bench/peers/hyper-peer/target/release/hyper-peer 127.0.0.1:4601 "$TMP/body"
-count galleon target/release/galleon serve --site "$ROOT/site" --addr 127.0.0.1:4601 --events off
+count galleon "${CARGO_TARGET_DIR:-target}"/release/galleon serve --site "$ROOT/site" --addr 127.0.0.1:4601 --events off
 if [ -n "${STATS_OFF:-}" ]; then
-    count stats-off target/release/galleon serve --site "$ROOT/site" --addr 127.0.0.1:4601 --events off --stats off
+    count stats-off "${CARGO_TARGET_DIR:-target}"/release/galleon serve --site "$ROOT/site" --addr 127.0.0.1:4601 --events off --stats off
 fi
 if [ -n "${BASELINE:-}" ]; then
     count baseline "$BASELINE" serve --site "$ROOT/site" --addr 127.0.0.1:4601 --events off

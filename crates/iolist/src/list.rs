@@ -394,9 +394,18 @@ impl IoList {
     }
 
     /// Iterates the non-empty segments in order, descending into nested lists.
+    #[inline]
     pub fn segments(&self) -> Segments<'_> {
+        if self.segs.is_empty() {
+            // No table: the scratch buffer is the whole list, handed out without a walk.
+            return Segments {
+                whole: Some(&self.scratch[..]).filter(|s| !s.is_empty()),
+                walk: None,
+            };
+        }
         Segments {
-            walk: Walk::new(self),
+            whole: None,
+            walk: Some(Walk::new(self)),
         }
     }
 
@@ -449,13 +458,20 @@ pub enum SegmentKind {
 
 /// Iterator over the segments of an [`IoList`], from [`IoList::segments`].
 pub struct Segments<'a> {
-    walk: Walk<'a>,
+    /// The one run of a list of copies only (no segment table), until it is handed out: the
+    /// usual rendered page, iterated without setting up a walk.
+    whole: Option<&'a [u8]>,
+    /// The walk of a list with a segment table.
+    walk: Option<Walk<'a>>,
 }
 
 impl fmt::Debug for Segments<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Segments")
-            .field("depth", &(self.walk.nested.len() + 1))
+            .field(
+                "depth",
+                &self.walk.as_ref().map_or(1, |w| w.nested.len() + 1),
+            )
             .finish()
     }
 }
@@ -465,7 +481,10 @@ impl<'a> Iterator for Segments<'a> {
 
     #[inline]
     fn next(&mut self) -> Option<&'a [u8]> {
-        self.walk.next().map(|(_, s)| s)
+        if let Some(s) = self.whole.take() {
+            return Some(s);
+        }
+        self.walk.as_mut()?.next().map(|(_, s)| s)
     }
 }
 

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use galleon_iolist::IoList;
+use smallvec::SmallVec;
 
 use crate::compile::{Options, compile};
 use crate::error::{Error, ErrorKind, Location};
@@ -16,7 +17,7 @@ pub use crate::program::{
     DEFAULT_VALUE_COPY_BELOW, Limits,
 };
 use crate::value::{Assigns, Value};
-use crate::vm::{Programs, Vm};
+use crate::vm::{Programs, Slot, Vm, render_straight};
 
 /// A set of compiled templates, ready to render. Cheap to clone and to share across threads:
 /// the programs sit behind one `Arc`.
@@ -243,7 +244,22 @@ impl Engine {
 
     /// Renders `name` whole into one list, within [`Limits::max_output`].
     pub fn render(&self, name: &str, assigns: &Assigns) -> Result<IoList, Error> {
-        self.render_with(name, |key| assigns.get(key).cloned())
+        let index = self.index(name)?;
+        let prog = &self.catalog.programs[index];
+        if prog.straight.enabled() {
+            // Borrowed: no reference count taken on a list or string for the render.
+            let mut values: SmallVec<[Option<&Value>; 4]> = SmallVec::new();
+            values.reserve(prog.assigns.len());
+            for name in &prog.assigns {
+                values.push(assigns.get(name));
+            }
+            // The page made where it is returned from (not moved out of an `Option`).
+            let mut page = prog.size_hint.list();
+            if self.render_straight(prog, &values, &mut page) {
+                return Ok(page);
+            }
+        }
+        self.render_vm(index, |key| assigns.get(key).cloned())
     }
 
     /// Renders `name` whole like [`Engine::render`], asking `assign` for the value of each
@@ -257,6 +273,49 @@ impl Engine {
         assign: impl Fn(&str) -> Option<Value>,
     ) -> Result<IoList, Error> {
         let index = template.index_in(self)?;
+        let prog = &self.catalog.programs[index];
+        if prog.straight.enabled() {
+            // Each name asked once, the values kept for the VM should the render go back to it.
+            // Filled where they lie: a vector collected aside is moved in whole.
+            let mut values: SmallVec<[Option<Value>; 4]> = SmallVec::new();
+            values.reserve(prog.assigns.len());
+            for name in &prog.assigns {
+                values.push(assign(name));
+            }
+            let mut page = prog.size_hint.list();
+            if self.render_straight(prog, &values, &mut page) {
+                return Ok(page);
+            }
+            return self.render_vm(index, |name| {
+                let at = prog.assigns.iter().position(|n| n == name)?;
+                values.get(at)?.clone()
+            });
+        }
+        self.render_vm(index, assign)
+    }
+
+    /// A whole render of `prog` into `page` (empty) without the VM's frames (`vm/straight.rs`),
+    /// with one value per name it uses; false when it gave up (counted: see `Straight`), `page`
+    /// then holding part of the output.
+    #[inline]
+    fn render_straight<S: Slot>(&self, prog: &Program, values: &[S], page: &mut IoList) -> bool {
+        let hint = &prog.size_hint;
+        let pause_at = self.config.limits.max_output.saturating_add(1);
+        if render_straight(prog, &self.config, values, hint.bytes(), page, pause_at) {
+            hint.record(page);
+            prog.straight.hit();
+            return true;
+        }
+        prog.straight.missed();
+        false
+    }
+
+    /// [`Engine::render_with`] of program `index` by the VM.
+    fn render_vm(
+        &self,
+        index: usize,
+        assign: impl Fn(&str) -> Option<Value>,
+    ) -> Result<IoList, Error> {
         let hint = &self.catalog.programs[index].size_hint;
         let max = self.config.limits.max_output;
         // The page made where it is returned from, and the VM inside `Vm::whole`: neither is
@@ -278,6 +337,22 @@ impl Engine {
             }
         }
         page
+    }
+
+    /// The same engine with every whole render run by the VM (tests compare the two).
+    #[cfg(test)]
+    pub(crate) fn vm_only(self) -> Engine {
+        for p in &self.catalog.programs {
+            p.straight.disable();
+        }
+        self
+    }
+
+    /// True when program `name` has the shape of a frame-less whole render.
+    #[cfg(test)]
+    pub(crate) fn straight(&self, name: &str) -> bool {
+        self.index(name)
+            .is_ok_and(|i| self.catalog.programs[i].straight.enabled())
     }
 
     /// The error of a whole render past `max` bytes.

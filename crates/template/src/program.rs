@@ -11,11 +11,13 @@ use galleon_iolist::IoList;
 
 mod names;
 mod plain;
+mod straight;
 
 pub(crate) use names::Names;
 #[cfg(test)]
 pub(crate) use plain::NO_PLAIN;
-pub(crate) use plain::{FieldName, Kind, Piece, PlainBody, SLOT, Src, Step, Test};
+pub(crate) use plain::{FieldName, Kind, NARROW, Piece, PlainBody, SLOT, Src, Step, Test};
+pub(crate) use straight::Straight;
 
 use crate::ast::{BinOp, Span, UnOp};
 use crate::builtins::Builtin;
@@ -45,6 +47,8 @@ pub(crate) struct Program {
     pub(crate) links: Vec<usize>,
     /// The size of the last whole render, to allocate the next one's list at once.
     pub(crate) size_hint: SizeHint,
+    /// Whether a whole render may run without the VM's frames (`vm/straight.rs`).
+    pub(crate) straight: Straight,
 }
 
 /// Segments and bytes of a template's last render. Renders on other threads may race to update

@@ -209,5 +209,10 @@ fn a_buffer_is_adopted_whole_as_a_list() {
     assert_eq!(l.to_bytes(), &b"<html>whole page</html>"[..]);
     let empty = IoList::from_scratch(Vec::new());
     assert_eq!(empty.segment_count(), 0);
+    assert_eq!(
+        empty.segments().count(),
+        0,
+        "an empty scratch is no segment"
+    );
     assert_eq!(empty, IoList::new());
 }

@@ -15,6 +15,7 @@ use crate::function::Function;
 use crate::parser::parse;
 use crate::program::{
     Bind, Code, CodeKind, Generator, Instr, Op, PlainBody, Program, REPEAT_BLOCK, Repeat, SizeHint,
+    Straight,
 };
 use crate::scalar::write_scalar;
 use crate::span::SyntaxError;
@@ -87,6 +88,7 @@ pub(crate) fn compile(name: &str, source: &str, options: Options<'_>) -> Result<
         }
     }
     let links = vec![usize::MAX; c.names.partials.len()];
+    let straight = Straight::of(&ops);
     Ok(Program {
         name: name.to_owned(),
         source: Arc::from(source),
@@ -97,6 +99,7 @@ pub(crate) fn compile(name: &str, source: &str, options: Options<'_>) -> Result<
         partials: c.names.partials,
         links,
         size_hint: SizeHint::default(),
+        straight,
     })
 }
 

@@ -10,6 +10,10 @@ use super::{Bind, Code, CodeKind, Instr, Op};
 /// Bytes of a [`Piece`]'s padded copy.
 pub(crate) const SLOT: usize = 32;
 
+/// Bytes of the copies of a batch of whole iterations (a body of outputs whose texts all fit):
+/// half a [`Piece`], one move fewer per text than the whole slot.
+pub(crate) const NARROW: usize = 16;
+
 /// A static text of up to [`SLOT`] bytes, zero-padded: copied whole with one fixed-size move,
 /// the position then advanced by its length. (`len` is `usize::MAX` for a longer text, which
 /// goes the ordinary way, from its instruction.)

@@ -202,18 +202,39 @@ pub(super) fn lookup_path<'a>(frame: &'a Frame, code: &'a Code) -> Option<&'a Va
     lookup_in(&frame.locals, &frame.assigns, code)
 }
 
+/// An assign as a render holds it: owned by a frame (`Option<Value>`), or borrowed from the
+/// caller's assigns for a whole render without frames (`Option<&Value>`, no reference count).
+pub(crate) trait Slot {
+    /// The value, `None` when the assign was not given.
+    fn value(&self) -> Option<&Value>;
+}
+
+impl Slot for Option<Value> {
+    #[inline(always)]
+    fn value(&self) -> Option<&Value> {
+        self.as_ref()
+    }
+}
+
+impl Slot for Option<&Value> {
+    #[inline(always)]
+    fn value(&self) -> Option<&Value> {
+        *self
+    }
+}
+
 /// [`lookup`] over a frame's variables and assigns taken apart (the plain loop holds them as
 /// slices).
 #[inline]
-pub(super) fn lookup_in<'a>(
+pub(super) fn lookup_in<'a, S: Slot>(
     locals: &'a [Value],
-    assigns: &'a [Option<Value>],
+    assigns: &'a [S],
     code: &'a Code,
 ) -> Option<&'a Value> {
     match &code.kind {
         CodeKind::Local(s) => locals.get(*s),
         CodeKind::Lit(v) => Some(v),
-        CodeKind::Assign(i) => assigns.get(*i)?.as_ref(),
+        CodeKind::Assign(i) => assigns.get(*i)?.value(),
         CodeKind::Field(inner, key) => match lookup_in(locals, assigns, inner)? {
             Value::Map(m) => field(m, key),
             _ => None,
@@ -225,7 +246,7 @@ pub(super) fn lookup_in<'a>(
 /// The truthiness of a condition that is a plain path, or a comparison of two integer paths
 /// (`i == 0`), without `eval`; `None` for anything else.
 #[inline]
-pub(super) fn fast_cond(locals: &[Value], assigns: &[Option<Value>], cond: &Code) -> Option<bool> {
+pub(super) fn fast_cond<S: Slot>(locals: &[Value], assigns: &[S], cond: &Code) -> Option<bool> {
     match &cond.kind {
         CodeKind::Binary(op, a, b) => {
             let (Value::Int(x), Value::Int(y)) =
@@ -255,11 +276,7 @@ pub(super) fn int_cmp(op: BinOp, x: i64, y: i64) -> Option<bool> {
 
 /// [`lookup_in`] with a variable or literal (a comparison's usual operands) read in line.
 #[inline(always)]
-fn leaf<'a>(
-    locals: &'a [Value],
-    assigns: &'a [Option<Value>],
-    code: &'a Code,
-) -> Option<&'a Value> {
+fn leaf<'a, S: Slot>(locals: &'a [Value], assigns: &'a [S], code: &'a Code) -> Option<&'a Value> {
     match &code.kind {
         CodeKind::Local(s) => locals.get(*s),
         CodeKind::Lit(v) => Some(v),

@@ -8,6 +8,7 @@ mod frame;
 mod out;
 mod pattern;
 mod plain;
+mod straight;
 
 use std::sync::Arc;
 
@@ -20,8 +21,10 @@ use crate::ops::describe;
 use crate::program::{Catalog, Code, CodeKind, Config, Generator, Instr, Op, Program, Repeat};
 use crate::value::Value;
 use eval::{Eval, step_limit};
+pub(crate) use frame::Slot;
 use frame::{Frame, Loop, fast_cond, lookup};
 use out::{FLUSH_AT, Out, emit};
+pub(crate) use straight::render as render_straight;
 
 /// Bytes the first buffer gets beyond the size asked for (the last render's, or a chunk's).
 /// A plain loop writes an iteration without checks only with room for the most it can write

@@ -9,15 +9,15 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::frame::{FieldKey, Frame, Loop, fast_cond, int_cmp, lookup_in, set_int};
+use super::frame::{FieldKey, Frame, Loop, Slot, fast_cond, int_cmp, lookup_in, set_int};
 use super::out::{MAX_INT_LEN, Out, clean, copy_into, emit, write_int};
 use crate::error::{Error, ErrorKind};
-use crate::program::{Bind, Code, Instr, Kind, Op, Piece, Program, SLOT, Src, Step, Test};
+use crate::program::{Bind, Code, Instr, Kind, NARROW, Op, Piece, Program, SLOT, Src, Step, Test};
 use crate::value::Value;
 
 mod whole;
 
-pub(super) use whole::run_assign;
+pub(super) use whole::{At, Body, run as run_whole, run_assign};
 
 /// How [`run`] left the loop.
 pub(super) enum Exit {
@@ -27,10 +27,6 @@ pub(super) enum Exit {
     /// The output reached the pause point; resume at the frame's program counter.
     Pause,
 }
-
-/// Bytes of the copies of a batch of whole iterations (a body of outputs whose texts all fit):
-/// half a [`Piece`], one move fewer per text than the whole slot.
-const NARROW: usize = 16;
 
 /// Runs the rest of the plain loop whose bottom instruction is at `at`, from its next advance:
 /// called by the bottom once executed up to its advance (step charged, text output), or by the
@@ -486,10 +482,10 @@ fn code_at(ops: &[Instr], j: usize) -> Option<&Code> {
 
 /// A branch's condition decided without `eval`: `None` when `fast_cond` would give `None`.
 #[inline(always)]
-fn decide(
+fn decide<S: Slot>(
     test: Test,
     locals: &[Value],
-    assigns: &[Option<Value>],
+    assigns: &[S],
     ops: &[Instr],
     j: usize,
 ) -> Option<bool> {

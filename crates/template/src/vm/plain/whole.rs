@@ -4,7 +4,8 @@
 //! iteration can write and charge ([`run`]: a small function of its own, so that the buffer
 //! position and the element stay in registers across the steps). Entered from a loop's
 //! `ForInit` over an assign's list ([`run_assign`]: no loop state is made for a loop that runs
-//! to its end), and from `plain::run` for a loop already under way ([`first`]).
+//! to its end), from `plain::run` for a loop already under way ([`first`]), and from a whole
+//! render without frames (`vm/straight.rs`, its assigns borrowed: [`Slot`]).
 
 use std::sync::Arc;
 
@@ -12,8 +13,8 @@ use super::{Exit, NARROW, code_at, decide, general};
 use crate::error::Error;
 use crate::program::{Bind, Instr, Kind, Op, Piece, PlainBody, Program, SLOT, Src, Step};
 use crate::value::Value;
-use crate::vm::frame::{FieldKey, Frame, Loop, lookup_in, set_int};
-use crate::vm::out::{MAX_INT_LEN, Out, clean, copy_into, write_int};
+use crate::vm::frame::{FieldKey, Frame, Loop, Slot, lookup_in, set_int};
+use crate::vm::out::{MAX_INT_LEN, Out, clean, copy_into, escaped_len, write_escaped, write_int};
 
 /// The plain loop whose bottom instruction is at `at`, from its `ForInit` (its step charged,
 /// its text output, the frame's program counter at the body), when it iterates the list in
@@ -155,31 +156,31 @@ pub(super) fn first(
 }
 
 /// A plain loop's body as a run of whole iterations reads it.
-pub(super) struct Body<'a> {
+pub(in crate::vm) struct Body<'a, S> {
     pub(super) steps: &'a [Step],
     /// The text of the loop's bottom instruction.
     pub(super) bottom: &'a Piece,
     /// The body's instructions (for the code of paths and conditions other than the element's).
     pub(super) ops: &'a [Instr],
-    pub(super) assigns: &'a [Option<Value>],
+    pub(super) assigns: &'a [S],
     /// The slot of the element's index, if the loop binds one.
     pub(super) index: Option<usize>,
     /// Most bytes an iteration writes, strings longer than an integer aside.
-    pub(super) iter_max: usize,
+    pub(in crate::vm) iter_max: usize,
     /// Strings at least this long are referenced: not written here.
     pub(super) value_copy_below: usize,
 }
 
-impl<'a> Body<'a> {
+impl<'a, S: Slot> Body<'a, S> {
     /// The body of a plain loop whose instructions are `ops`, reading `assigns`.
     #[inline(always)]
-    fn new(
+    pub(in crate::vm) fn new(
         plain: &'a PlainBody,
         ops: &'a [Instr],
-        assigns: &'a [Option<Value>],
+        assigns: &'a [S],
         index: Option<usize>,
         value_copy_below: usize,
-    ) -> Body<'a> {
+    ) -> Body<'a, S> {
         Body {
             steps: &plain.steps,
             bottom: &plain.bottom,
@@ -194,10 +195,10 @@ impl<'a> Body<'a> {
 
 /// Where a run stands: the next element, the buffer position, the steps left.
 #[derive(Clone, Copy)]
-pub(super) struct At {
-    pub(super) k: usize,
-    pub(super) pos: usize,
-    pub(super) left: u64,
+pub(in crate::vm) struct At {
+    pub(in crate::vm) k: usize,
+    pub(in crate::vm) pos: usize,
+    pub(in crate::vm) left: u64,
 }
 
 /// Runs whole iterations of `body` over `items` from `at.k`, writing into `buf` up to `limit`
@@ -208,8 +209,8 @@ pub(super) struct At {
 /// goes on with it one instruction at a time. Its index may have been bound already, which the
 /// caller's advance binds again.
 #[inline(never)]
-pub(super) fn run(
-    body: &Body<'_>,
+pub(in crate::vm) fn run<S: Slot>(
+    body: &Body<'_, S>,
     items: &[Value],
     locals: &mut [Value],
     buf: &mut [u8],
@@ -265,6 +266,19 @@ pub(super) fn run(
                             copy_into(&mut buf[w..w + n], s.bytes());
                             w += n;
                         }
+                        // A short string with bytes to escape (a name with an apostrophe):
+                        // escaped here, as `Out::escaped` escapes it, when its entities fit.
+                        Some(Value::Str(s)) if escape && s.len() < body.value_copy_below => {
+                            match put_escaped(buf, w, &st.text, s.bytes(), slack) {
+                                Some((to, used)) => {
+                                    w = to;
+                                    slack -= used;
+                                }
+                                None => break 'items,
+                            }
+                        }
+                        // Nil outputs nothing, as `emit` writes it.
+                        Some(Value::Nil) => put(buf, &mut w, &st.text),
                         _ => break 'items,
                     }
                 }
@@ -296,6 +310,28 @@ pub(super) fn run(
         k += 1;
     }
     *at = At { k, pos, left };
+}
+
+/// Step text `p` and then `s` HTML-escaped, at `w`, when the entities take no more than
+/// `slack` bytes beyond an integer's room: the new position and the slack used. Out of line:
+/// rare, and kept out of the registers of the common outputs.
+#[cold]
+#[inline(never)]
+fn put_escaped(
+    buf: &mut [u8],
+    mut w: usize,
+    p: &Piece,
+    s: &[u8],
+    slack: usize,
+) -> Option<(usize, usize)> {
+    let n = escaped_len(s);
+    let used = n.saturating_sub(MAX_INT_LEN);
+    if used > slack {
+        return None;
+    }
+    put(buf, &mut w, p);
+    write_escaped(&mut buf[w..w + n], s);
+    Some((w + n, used))
 }
 
 /// A piece's text as its one padded copy (the run leaves [`SLOT`] bytes of room past `limit`).
