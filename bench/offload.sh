@@ -119,17 +119,31 @@ for r in $(seq 1 "$ROUNDS"); do
     done
     echo "   round $r done, $(load)" >&2
 done
-printf '%10s %10s %10s %10s %20s %14s\n' bytes inline offload adaptive 'adaptive / better' 'range'
+printf '%10s %10s %10s %10s %20s %14s %12s\n' bytes inline offload adaptive 'adaptive / better' 'range' 'of medians'
 for size in $SIZES; do
     m=()
     for i in 0 1 2; do m+=("$(median <"$TMP/seal.$size.$i")"); done
-    printf '%10s %10.0f %10.0f %10.0f %20.3f %14s\n' "$size" "${m[0]}" "${m[1]}" "${m[2]}" \
-        "$(median <"$TMP/ratio.$size")" "$(range <"$TMP/ratio.$size")"
+    printf '%10s %10.0f %10.0f %10.0f %20.3f %14s %12.3f\n' "$size" "${m[0]}" "${m[1]}" "${m[2]}" \
+        "$(median <"$TMP/ratio.$size")" "$(range <"$TMP/ratio.$size")" \
+        "$(awk -v i="${m[0]}" -v o="${m[1]}" -v d="${m[2]}" 'BEGIN { print d / (i > o ? i : o) }')"
 done
-echo "(req/s: medians over rounds; adaptive / better: the median over rounds of each round's ratio)"
-echo "adaptive's switch point for seal (bytes; smaller sizes run inline):"
+echo "(req/s: medians over rounds; adaptive / better: the median over rounds of each round's ratio;"
+echo " of medians: adaptive's median ÷ the better median. Each round's better of two noisy cells is"
+echo " biased high, so on a loaded machine the per-round ratio reads low even for equal servers)"
+echo "adaptive's switch point for seal (bytes; smaller sizes run inline), and its estimates by size bucket at the end"
+echo "(cost and hop: the model's estimates; inline while hop > 10% of cost):"
 curl -sf "http://127.0.0.1:$(port_of 2)/_galleon/offload" |
-    python3 -c 'import json,sys; d=json.load(sys.stdin); [print("  ", k["name"], k.get("switch_point")) for k in d["kinds"] if k["name"] == "seal"]'
+    python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+for k in d["kinds"]:
+    if k["name"] != "seal":
+        continue
+    print("  ", k["name"], k.get("switch_point"))
+    for e in k["estimates"]:
+        print("   from %8s bytes: cost %9.1f us, hop %7.2f us (%5.1f%%), %6d samples, %7d decisions" % (
+            e["size_from"], e["cost_ns"] / 1e3, e["hop_ns"] / 1e3,
+            100 * e["hop_ns"] / max(e["cost_ns"], 1), e["samples"], e["decisions"]))'
 echo "after: $(load)"
 fi
 
