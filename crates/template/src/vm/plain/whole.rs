@@ -35,17 +35,7 @@ pub(in crate::vm) fn run_assign(
     steps: &mut u64,
     pause_at: usize,
 ) -> Option<Result<Exit, Error>> {
-    let Some(Instr {
-        op: Op::ForNext {
-            body,
-            plain: Some(plain),
-            ..
-        },
-        ..
-    }) = prog.ops.get(at)
-    else {
-        return None;
-    };
+    let (body, plain) = plain_loop(prog, at)?;
     let Frame {
         locals,
         assigns,
@@ -56,8 +46,8 @@ pub(in crate::vm) fn run_assign(
     let Some(Some(Value::List(items))) = assigns.get(assign) else {
         return None;
     };
-    let ops = prog.ops.get(*body..at)?;
-    if *body != *pc || !whole_body_fits(plain, ops, out.copy_below()) {
+    let ops = prog.ops.get(body..at)?;
+    if body != *pc || !whole_body_fits(plain, ops, out.copy_below()) {
         return None;
     }
     let whole_body = Body::new(plain, ops, assigns, bind.index, out.value_copy_below());
@@ -81,6 +71,24 @@ pub(in crate::vm) fn run_assign(
         next: to.k,
     });
     Some(general(out, frame, prog, at, bind, steps, pause_at))
+}
+
+/// The plain loop whose bottom instruction is at `at`: where its body starts, and the body as
+/// the compiler decoded it; `None` for any other instruction.
+#[inline(always)]
+fn plain_loop(prog: &Program, at: usize) -> Option<(usize, &PlainBody)> {
+    match prog.ops.get(at) {
+        Some(Instr {
+            op:
+                Op::ForNext {
+                    body,
+                    plain: Some(plain),
+                    ..
+                },
+            ..
+        }) => Some((*body, plain)),
+        _ => None,
+    }
 }
 
 /// True when a plain body (`ops`, decoded as `plain`) runs in whole iterations: its jumps go
@@ -108,15 +116,7 @@ pub(super) fn first(
     steps: &mut u64,
     pause_at: usize,
 ) -> bool {
-    let Some(Instr {
-        op: Op::ForNext {
-            body,
-            plain: Some(plain),
-            ..
-        },
-        ..
-    }) = prog.ops.get(at)
-    else {
+    let Some((body, plain)) = plain_loop(prog, at) else {
         return false;
     };
     let Frame {
@@ -129,7 +129,7 @@ pub(super) fn first(
     let Some(Loop::Items { items, next }) = loops.last_mut() else {
         return false;
     };
-    let Some(ops) = prog.ops.get(*body..at) else {
+    let Some(ops) = prog.ops.get(body..at) else {
         return false;
     };
     if !whole_body_fits(plain, ops, out.copy_below()) {
