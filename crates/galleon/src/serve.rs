@@ -90,6 +90,18 @@ pub(crate) struct Args {
     /// connection (TCP_NOTSENT_LOWAT): what a slow reader can pin; 0 leaves the kernel's default.
     #[arg(long, default_value_t = galleon_http::DEFAULT_STREAM_UNSENT_BYTES, value_name = "BYTES")]
     stream_unsent: u32,
+    /// Threads that write streamed pages, event streams and large files, apart from the request
+    /// workers, so a burst of downloads does not delay small requests (default: one per core);
+    /// 0 writes them on the request workers.
+    #[arg(long, value_name = "N")]
+    bulk_writers: Option<usize>,
+    /// Smallest file the bulk writers send; smaller files go out from the request worker.
+    #[arg(long, default_value_t = galleon_http::DEFAULT_BULK_FILE_BYTES, value_name = "BYTES")]
+    bulk_file_bytes: u64,
+    /// The bulk writers' scheduling class: `normal`, or `idle` (Linux SCHED_IDLE: small requests
+    /// take the core from a download at once; downloads nearly stop while the cores are busy).
+    #[arg(long, default_value = "normal", value_name = "CLASS")]
+    bulk_priority: galleon_offload::Priority,
     /// Seconds in-flight responses may run on after SIGINT or SIGTERM.
     #[arg(long, default_value_t = galleon_http::DEFAULT_SHUTDOWN_GRACE.as_secs_f64(), value_name = "SECS")]
     shutdown_grace: f64,
@@ -207,6 +219,9 @@ const MIN_HEAD_BYTES: usize = 1024;
 
 /// Largest `--max-head-bytes`: 1 MiB (nginx's largest default header buffers are 32 KiB).
 const MAX_HEAD_BYTES: usize = 1024 * 1024;
+
+/// Most `--bulk-writers`: threads beyond a few per core only add switching.
+const MAX_BULK_WRITERS: usize = 1024;
 
 /// Largest `--stream-unsent`: 64 MiB (Linux's largest send buffer by default is 4 MiB).
 const MAX_STREAM_UNSENT: u32 = 64 * 1024 * 1024;
@@ -338,6 +353,16 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         args.stream_unsent
     );
     config.limits.stream_unsent_bytes = args.stream_unsent;
+    let bulk_writers = args
+        .bulk_writers
+        .unwrap_or_else(galleon_http::default_bulk_writers);
+    anyhow::ensure!(
+        bulk_writers <= MAX_BULK_WRITERS,
+        "--bulk-writers {bulk_writers}: expected 0 (write on the request workers) to {MAX_BULK_WRITERS}"
+    );
+    config.bulk_writers = bulk_writers;
+    config.bulk_file_bytes = args.bulk_file_bytes;
+    config.bulk_priority = args.bulk_priority;
     config.limits.max_head_bytes = args.max_head_bytes;
     config.limits.max_headers = args.max_headers;
     config.limits.max_buffered_body_bytes = args.max_buffered_bodies;

@@ -422,6 +422,14 @@ fn out_of_range_durations_and_sizes_are_refused_at_start() {
             "--stream-unsent 100000000: expected 0",
         ),
         (
+            ["--bulk-writers", "5000"],
+            "--bulk-writers 5000: expected 0",
+        ),
+        (
+            ["--bulk-priority", "low"],
+            "invalid value 'low' for '--bulk-priority",
+        ),
+        (
             ["--write-timeout", "0"],
             "--write-timeout must be more than 0 seconds",
         ),

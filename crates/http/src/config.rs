@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use galleon_iolist::WritePolicy;
+use galleon_offload::Priority;
 
 /// Default [`Limits::max_head_bytes`]: 16 KiB. nginx answers 431 past 8 KiB per header line
 /// (`large_client_header_buffers 4 8k`); 16 KiB for the whole block leaves room for big cookies
@@ -47,6 +48,16 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// buffer grow to 4 MiB (`tcp_wmem`), so each slow reader of a stream or file held megabytes of
 /// kernel memory, and 1,000 of them pushed loopback TCP to its memory limit.
 pub const DEFAULT_STREAM_UNSENT_BYTES: u32 = 128 * 1024;
+
+/// Default [`ServerConfig::bulk_file_bytes`]: 256 KiB. Handing a response to the bulk writers
+/// and back costs two task wake-ups across threads; a file this big costs ten times that to copy
+/// into the socket, so smaller ones are sent by the request worker at once.
+pub const DEFAULT_BULK_FILE_BYTES: u64 = 256 * 1024;
+
+/// Default [`ServerConfig::bulk_writers`]: one thread per core (at least one).
+pub fn default_bulk_writers() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
 
 /// Default [`ServerConfig::shutdown_grace`]: in-flight responses get 30 s to finish after
 /// SIGINT/SIGTERM (systemd's default `TimeoutStopSec` is 90 s; Kubernetes gives 30 s).
@@ -123,6 +134,20 @@ pub struct ServerConfig {
     pub policy_header: Option<&'static str>,
     /// How long in-flight responses may run after shutdown begins.
     pub shutdown_grace: Duration,
+    /// Threads that write streamed bodies (rendered pages, event streams) and files of at least
+    /// [`bulk_file_bytes`](Self::bulk_file_bytes), apart from the request workers; 0 writes
+    /// everything on the request workers. A burst of big downloads then costs their own threads'
+    /// time: a small request waits for its worker, not behind every download's kernel copies
+    /// (tokio runs a worker's ready tasks in turn). The connection comes back to the request
+    /// workers after the response.
+    pub bulk_writers: usize,
+    /// Smallest file the bulk writers send; smaller ones go out from the request worker.
+    pub bulk_file_bytes: u64,
+    /// The bulk writers' scheduling class. [`Priority::Idle`] (Linux `SCHED_IDLE`) lets a
+    /// request worker (or any normal thread) that wakes take the core from a bulk writer at
+    /// once, where under `Normal` it may wait out the writer's time slice (a few ms); the cost
+    /// is that downloads nearly stop while normal threads keep every core busy.
+    pub bulk_priority: Priority,
 }
 
 impl Default for ServerConfig {
@@ -133,6 +158,9 @@ impl Default for ServerConfig {
             trace_writes: false,
             policy_header: None,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            bulk_writers: default_bulk_writers(),
+            bulk_file_bytes: DEFAULT_BULK_FILE_BYTES,
+            bulk_priority: Priority::Normal,
         }
     }
 }

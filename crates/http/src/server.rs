@@ -90,6 +90,7 @@ impl Server {
                 buffered_body_bytes: AtomicU64::new(0),
                 stopping: AtomicBool::new(false),
                 chunk_pool: None,
+                bulk: std::sync::OnceLock::new(),
                 observer: None,
             }),
         }
@@ -156,6 +157,17 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send,
     ) -> io::Result<ServeSummary> {
         crate::trim::pin_allocator_thresholds();
+        // Dropped when serving ends, which closes the connections it is still writing.
+        let bulk = match self.shared.config.bulk_writers {
+            0 => None,
+            n => Some(crate::bulk::BulkWriters::start(
+                n,
+                self.shared.config.bulk_priority,
+            )?),
+        };
+        if let Some(handle) = bulk.as_ref().and_then(|b| b.handle()) {
+            let _ = self.shared.bulk.set(handle);
+        }
         let (tx, rx) = watch::channel(false);
         let cap = self.shared.config.limits.max_connections.max(1);
         let permits = Arc::new(Semaphore::new(cap));
@@ -254,6 +266,7 @@ impl Server {
                 }
             }
         }
+        drop(bulk);
         Ok(summary)
     }
 }

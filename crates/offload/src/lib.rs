@@ -57,5 +57,5 @@ pub use kind::Kind;
 pub use lquantize::{LinearBuckets, render_counts};
 pub use policy::{DEFAULT_LATENCY_BUDGET, DEFAULT_MAX_OVERHEAD, ParsePolicyError, Policy};
 pub use pool::{Config, Pool};
-pub use priority::{ParsePriorityError, Priority};
+pub use priority::{ParsePriorityError, Priority, apply as set_thread_priority};
 pub use stats::{HistogramSummary, KindHistograms, KindSnapshot, PoolSnapshot, new_histogram};

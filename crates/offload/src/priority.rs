@@ -46,7 +46,7 @@ impl fmt::Display for Priority {
 
 /// Why a priority string did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad offload priority {0:?}: expected normal or idle")]
+#[error("bad priority {0:?}: expected normal or idle")]
 pub struct ParsePriorityError(String);
 
 impl FromStr for Priority {
@@ -66,7 +66,7 @@ impl FromStr for Priority {
 /// lowering a thread's priority is always allowed, raising it needs privileges and is then left
 /// as is; 0 leaves it alone), `Idle` switches it to `SCHED_IDLE` (an error if the kernel refuses,
 /// and on systems other than Linux).
-pub(crate) fn apply(priority: Priority, nice: i32) -> std::io::Result<()> {
+pub fn apply(priority: Priority, nice: i32) -> std::io::Result<()> {
     match priority {
         Priority::Normal => {
             #[cfg(target_os = "linux")]

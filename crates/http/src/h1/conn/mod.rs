@@ -3,11 +3,12 @@
 //! simply wait in the read buffer.
 
 use std::future::Future;
+use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
@@ -64,6 +65,9 @@ pub(crate) struct Shared {
     pub(crate) buffered_body_bytes: AtomicU64,
     /// Where streamed bodies' chunks are computed; `None`: tokio's blocking pool.
     pub(crate) chunk_pool: Option<ChunkPool>,
+    /// Where streamed bodies and large files are written, once the server runs; unset: on the
+    /// request workers ([`ServerConfig::bulk_writers`] 0).
+    pub(crate) bulk: OnceLock<tokio::runtime::Handle>,
     /// Told of every answered request and every connection; `None`: nothing is measured.
     pub(crate) observer: Option<Arc<dyn Observer>>,
 }
@@ -98,8 +102,8 @@ struct Conn {
     peer: SocketAddr,
     sink: Option<Arc<Mutex<Option<ResponseTrace>>>>,
     shared: Arc<Shared>,
-    /// Bytes of the server's request-body budget the current request holds.
-    body_held: u64,
+    /// The server's request-body budget the current request holds.
+    body_held: BodyHeld,
     /// When the last exchange ended, if the observer read the clock then: the start of the
     /// idle wait that follows, so that wait's deadline needs no clock read of its own.
     idle_from: Option<Instant>,
@@ -160,8 +164,8 @@ pub(crate) async fn serve_connection(
         fd,
         peer,
         sink,
-        shared,
-        body_held: 0,
+        shared: Arc::clone(&shared),
+        body_held: BodyHeld { bytes: 0, shared },
         idle_from: None,
         last_status: 0,
         last_writes: WriteStats::default(),
@@ -170,7 +174,14 @@ pub(crate) async fn serve_connection(
     // Registers the stop future's wake-up with this task once; idle waits then check the
     // `stopping` flag when woken instead of polling the future (a lock) every time.
     let _ = futures::poll!(&mut conn.stop);
-    conn.run().await;
+    let mut first = true;
+    while let Some(pending) = conn.run(first).await {
+        first = false;
+        match conn.in_bulk(pending).await {
+            Some(back) => conn = back,
+            None => return,
+        }
+    }
 }
 
 /// Runs `op` until it completes (`Some`) or `deadline` passes (`None`), on the connection's
@@ -219,14 +230,34 @@ async fn timed<F: Future>(
     .await
 }
 
+/// When a request was read, its method and target: what the observer is told with its answer.
+type Observed = (Instant, Method, Option<bytestring::ByteString>);
+
+/// A response for the bulk writers, with what its exchange reports once it is written.
+struct Pending {
+    resp: Response,
+    head_only: bool,
+    minor: u8,
+    keep: bool,
+    token: Option<String>,
+    label: Option<String>,
+    observed: Option<Observed>,
+    route: Option<usize>,
+}
+
 impl Conn {
-    async fn run(&mut self) {
-        let mut first = true;
+    /// Serves requests until the connection ends (`None`) or a response is for the bulk writers
+    /// (`Some`): the caller has it written there, then calls again with `first` false.
+    async fn run(&mut self, first: bool) -> Option<Pending> {
+        let mut first = first;
         loop {
             let req = match self.read_head(first).await {
                 Ok(Some(r)) => r,
-                Ok(None) => return,
-                Err(f) => return self.fail(f).await,
+                Ok(None) => return None,
+                Err(f) => {
+                    self.fail(f).await;
+                    return None;
+                }
             };
             first = false;
             // What the observer is told, taken before the handler owns the request.
@@ -241,10 +272,14 @@ impl Conn {
             // The body's share of the server's budget is held until its response is written.
             match self.read_body(&req).await {
                 Ok(b) => req.set_body(b),
-                Err(f) => return self.fail(f).await,
+                Err(f) => {
+                    self.fail(f).await;
+                    return None;
+                }
             }
             if let Err(refusal) = check_host(&req) {
-                return self.fail(refusal.into()).await;
+                self.fail(refusal.into()).await;
+                return None;
             }
             let wants_keep_alive = wants_keep_alive(&req);
             let head_only = *req.method() == Method::Head;
@@ -279,35 +314,127 @@ impl Conn {
                 resp = resp.with_policy(p);
             }
             let keep = wants_keep_alive && !self.shared.stopping();
+            if self.for_bulk(&resp, head_only) {
+                return Some(Pending {
+                    resp,
+                    head_only,
+                    minor,
+                    keep,
+                    token,
+                    label,
+                    observed,
+                    route,
+                });
+            }
             let written = self
                 .write_response(resp, head_only, minor, keep, token, label)
                 .await;
-            self.release_body_budget();
-            if let (Some(o), Some((started, method, target))) = (&self.shared.observer, observed) {
-                let ended = Instant::now();
-                // The next idle wait starts now: its deadline reuses this clock read.
-                self.idle_from = Some(ended);
-                o.exchange(&Exchange {
-                    method: method.as_str(),
-                    target: target.as_deref().unwrap_or(""),
-                    route: route.and_then(|i| self.shared.router.pattern(i)),
-                    route_index: route,
-                    status: self.last_status,
-                    elapsed: ended - started,
-                    writes: self.last_writes,
-                    completed: written.is_ok(),
-                    peer: self.peer,
-                });
-            }
-            match written {
+            match self.end_exchange(written, observed, route) {
                 Ok(true) => {}
-                Ok(false) => return self.linger().await,
-                Err(e) => {
-                    tracing::debug!(peer = %self.peer, error = %e, "connection closed while writing");
-                    return;
+                Ok(false) => {
+                    self.linger().await;
+                    return None;
                 }
+                Err(()) => return None,
             }
         }
+    }
+
+    /// Whether the bulk writers should send this response: a body of unknown length (a
+    /// streamed page, an event stream) or a file of at least
+    /// [`ServerConfig::bulk_file_bytes`](crate::ServerConfig::bulk_file_bytes), when the server
+    /// has bulk writers.
+    fn for_bulk(&self, resp: &Response, head_only: bool) -> bool {
+        let big = match &resp.body().kind {
+            BodyKind::Full(_) => return false,
+            BodyKind::File(_, _, n) => *n >= self.shared.config.bulk_file_bytes,
+            BodyKind::Stream(_) | BodyKind::Iter(_) => true,
+        };
+        big && !head_only && !resp.status().is_bodiless() && self.shared.bulk.get().is_some()
+    }
+
+    /// Writes a response the bulk writers were given and ends its exchange; whether the
+    /// connection goes on to its next request.
+    async fn exchange(&mut self, p: Pending) -> bool {
+        let written = self
+            .write_response(p.resp, p.head_only, p.minor, p.keep, p.token, p.label)
+            .await;
+        match self.end_exchange(written, p.observed, p.route) {
+            Ok(go_on) => {
+                if !go_on {
+                    self.linger().await;
+                }
+                go_on
+            }
+            Err(()) => false,
+        }
+    }
+
+    /// Ends an exchange once its response is written (or failed): the body budget back, the
+    /// observer told. `Ok(true)`: on to the next request; `Ok(false)`: linger, then close;
+    /// `Err`: close now.
+    fn end_exchange(
+        &mut self,
+        written: io::Result<bool>,
+        observed: Option<Observed>,
+        route: Option<usize>,
+    ) -> Result<bool, ()> {
+        self.release_body_budget();
+        if let (Some(o), Some((started, method, target))) = (&self.shared.observer, observed) {
+            let ended = Instant::now();
+            // The next idle wait starts now: its deadline reuses this clock read.
+            self.idle_from = Some(ended);
+            o.exchange(&Exchange {
+                method: method.as_str(),
+                target: target.as_deref().unwrap_or(""),
+                route: route.and_then(|i| self.shared.router.pattern(i)),
+                route_index: route,
+                status: self.last_status,
+                elapsed: ended - started,
+                writes: self.last_writes,
+                completed: written.is_ok(),
+                peer: self.peer,
+            });
+        }
+        written.map_err(|e| {
+            tracing::debug!(peer = %self.peer, error = %e, "connection closed while writing");
+        })
+    }
+
+    /// Has the bulk writers write `p` and end its exchange, and takes the connection back when
+    /// it goes on. The socket and the timer move to the bulk writers' runtime for the response,
+    /// so its readiness wakes only their threads, and back after it.
+    async fn in_bulk(self, p: Pending) -> Option<Conn> {
+        let Some(bulk) = self.shared.bulk.get().cloned() else {
+            let mut conn = self;
+            return conn.exchange(p).await.then_some(conn);
+        };
+        let peer = self.peer;
+        let written = bulk.spawn(async move {
+            let mut conn = self.rebind().ok()?;
+            conn.exchange(p).await.then_some(conn)
+        });
+        match written.await {
+            Ok(conn) => conn?.rebind().ok(),
+            Err(e) => {
+                if e.is_panic() {
+                    tracing::error!(%peer, error = %e, "bulk writer panicked; connection closed");
+                }
+                None
+            }
+        }
+    }
+
+    /// Registers the socket and the timer with the runtime this is called on (in its context),
+    /// taking them from the one they were on.
+    fn rebind(self) -> io::Result<Conn> {
+        let deadline = self.timer.deadline();
+        let stream = TcpStream::from_std(self.stream.into_std()?)?;
+        Ok(Conn {
+            stream,
+            timer: Box::pin(sleep_until(deadline)),
+            ..self
+        })
     }
 
     /// Reads until a complete head is in the buffer. `Ok(None)`: the connection is done (closed
@@ -422,7 +549,7 @@ impl Conn {
                 let mut body = BytesMut::new();
                 loop {
                     let progress = decoder.decode(&mut self.buf, &mut body)?;
-                    self.take_body_budget(body.len() as u64 - self.body_held)?;
+                    self.take_body_budget(body.len() as u64 - self.body_held.bytes)?;
                     if progress == ChunkProgress::Done {
                         return Ok(body.freeze());
                     }
@@ -554,24 +681,37 @@ impl Conn {
                 "the server holds as many request bodies as it may; retry later",
             ));
         }
-        self.body_held += n;
+        self.body_held.bytes += n;
         Ok(())
     }
 
     /// Gives back the previous request's share of the budget.
     fn release_body_budget(&mut self) {
-        if self.body_held > 0 {
+        self.body_held.release();
+    }
+}
+
+/// Bytes of the server's request-body budget a connection's current request holds: given back
+/// when the request is done, or when the connection's task ends however it ends.
+struct BodyHeld {
+    bytes: u64,
+    shared: Arc<Shared>,
+}
+
+impl BodyHeld {
+    fn release(&mut self) {
+        if self.bytes > 0 {
             self.shared
                 .buffered_body_bytes
-                .fetch_sub(self.body_held, Ordering::AcqRel);
-            self.body_held = 0;
+                .fetch_sub(self.bytes, Ordering::AcqRel);
+            self.bytes = 0;
         }
     }
 }
 
-impl Drop for Conn {
+impl Drop for BodyHeld {
     fn drop(&mut self) {
-        self.release_body_budget();
+        self.release();
     }
 }
 
