@@ -372,7 +372,8 @@ impl Conn {
 
     /// Ends an exchange once its response is written (or failed): the body budget back, the
     /// observer told. `Ok(true)`: on to the next request; `Ok(false)`: linger, then close;
-    /// `Err`: close now.
+    /// `Err`: close now. Inlined: out of line it cost every request about 30 instructions.
+    #[inline(always)]
     fn end_exchange(
         &mut self,
         written: io::Result<bool>,
