@@ -266,6 +266,9 @@ fn big_table(c: &mut Criterion, p: &Peers) {
         ),
     ];
     render_group(c, "big-table", &rows);
+    if only().is_some() {
+        return;
+    }
 
     // Every row: the same render, then all of the page written to a loopback socket whose
     // reader discards it: galleon hands its list to the vectored writer (no copy), the others
@@ -439,9 +442,31 @@ fn send_blah(c: &mut Criterion) {
     g.finish();
 }
 
+/// `CG=<group>/<row>:<n>` (say `CG=teams/sailfish:1000`): after the byte check, runs only that
+/// render row `n` times, untimed, and exits; two values of `n` under `valgrind --tool=callgrind`
+/// give its instructions per render by difference.
+fn only() -> Option<(String, u32)> {
+    let v = std::env::var("CG").ok()?;
+    let (row, n) = v.split_once(':')?;
+    Some((row.to_string(), n.parse().ok()?))
+}
+
 /// Checks that every row renders galleon's bytes, then times each.
 fn render_group(c: &mut Criterion, group: &str, rows: &[(&str, RenderRow<'_>)]) {
     same_output(group, rows);
+    if let Some((only, n)) = only() {
+        let mut sink = Vec::new();
+        for (name, f) in rows {
+            if only == format!("{group}/{name}") {
+                for _ in 0..n {
+                    f(&mut sink);
+                    black_box(&sink);
+                }
+                std::process::exit(0);
+            }
+        }
+        return;
+    }
     let mut g = c.benchmark_group(group);
     let mut sink = Vec::new();
     for (name, f) in rows {
@@ -540,6 +565,9 @@ fn main() {
     let p = peers();
     big_table(&mut c, &p);
     teams_group(&mut c, &p);
+    if let Some((row, _)) = only() {
+        panic!("CG: no render row {row}");
+    }
     send_blah(&mut c);
     c.final_summary();
     print_ratios();

@@ -73,6 +73,14 @@ impl SizeHint {
         }
     }
 
+    /// [`SizeHint::list`] made in `page` (empty): room for the segments, if any.
+    pub(crate) fn prepare(&self, page: &mut IoList) {
+        match self.segments.load(Ordering::Relaxed) {
+            0 => {}
+            n => *page = IoList::with_capacity(n, 0),
+        }
+    }
+
     /// Bytes of the last render.
     pub(crate) fn bytes(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
