@@ -1,10 +1,10 @@
 //! `IoList`: the rope itself, its segments and their iteration.
 
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use smallvec::SmallVec;
 
 /// One piece of an [`IoList`], as stored.
 #[derive(Clone)]
@@ -16,7 +16,7 @@ pub(crate) enum Seg {
     /// A run of the list's own scratch buffer: small pieces copied as they were pushed.
     Scratch { off: usize, len: usize },
     /// A run of one of the list's pinned allocations (see [`IoList::pin`]): shared bytes held
-    /// without touching their reference count.
+    /// without touching their reference count. `pin` indexes the pins at the table's front.
     Pinned { pin: u32, off: usize, len: usize },
     /// A whole other list, shared. Its bytes stand here in order.
     List(Arc<IoList>),
@@ -59,13 +59,16 @@ static ALL_SCRATCH: [Seg; 1] = [Seg::AllScratch];
 /// ```
 #[derive(Clone, Default)]
 pub struct IoList {
-    /// The segments; empty while the list holds only copies, which are then all of `scratch`
-    /// (a page rendered into one buffer needs no table, so no allocation for it).
-    segs: Vec<Seg>,
+    /// The pins (see [`IoList::pin`]), as `Seg::Shared`, then the segments; empty while the
+    /// list holds only copies, which are then all of `scratch` (a page rendered into one buffer
+    /// needs no table, so no allocation for it). Pins share the table's allocation and keep the
+    /// struct small enough to move with inline stores. Dropped by hand (see `Drop`), so that a
+    /// list without a table drops without a walk.
+    segs: ManuallyDrop<Vec<Seg>>,
     scratch: Vec<u8>,
-    /// Allocations this list holds one reference to, so that segments inside them need none.
-    /// Inline for the usual one or two (a page and its layout): no allocation per render.
-    pins: SmallVec<[Bytes; 2]>,
+    /// How many of `segs`' first entries are pins: allocations this list holds one reference
+    /// to, so that segments inside them need none.
+    pins: u32,
     len: usize,
     /// Number of leaf segments, nested lists counted by their own leaves.
     leaves: usize,
@@ -89,9 +92,9 @@ impl IoList {
     /// An empty list.
     pub const fn new() -> Self {
         IoList {
-            segs: Vec::new(),
+            segs: ManuallyDrop::new(Vec::new()),
             scratch: Vec::new(),
-            pins: SmallVec::new_const(),
+            pins: 0,
             len: 0,
             leaves: 0,
         }
@@ -99,10 +102,12 @@ impl IoList {
 
     /// An empty list with room for `segments` segments and `scratch` bytes of copied pieces.
     pub fn with_capacity(segments: usize, scratch: usize) -> Self {
+        // Room for the usual two pins too, which share the table.
+        let table = if segments > 0 { segments + 2 } else { 0 };
         IoList {
-            segs: Vec::with_capacity(segments),
+            segs: ManuallyDrop::new(Vec::with_capacity(table)),
             scratch: Vec::with_capacity(scratch),
-            pins: SmallVec::new(),
+            pins: 0,
             len: 0,
             leaves: 0,
         }
@@ -113,11 +118,11 @@ impl IoList {
     #[inline]
     pub fn from_scratch(v: Vec<u8>) -> Self {
         IoList {
-            segs: Vec::new(),
+            segs: ManuallyDrop::new(Vec::new()),
             len: v.len(),
             leaves: usize::from(!v.is_empty()),
             scratch: v,
-            pins: SmallVec::new_const(),
+            pins: 0,
         }
     }
 
@@ -193,7 +198,21 @@ impl IoList {
         if b.is_empty() || self.find_pin(b).is_some() {
             return;
         }
-        self.pins.push(b.clone());
+        if self.segs.is_empty() && !self.scratch.is_empty() {
+            self.open_table();
+        }
+        // Pins stand before the segments: one taken after them shifts the table by an entry.
+        self.segs.insert(self.pins as usize, Seg::Shared(b.clone()));
+        self.pins += 1;
+    }
+
+    /// Pin number `pin`: the `pin`th entry of the table.
+    #[inline(always)]
+    fn pinned(&self, pin: u32) -> &Bytes {
+        match &self.segs[pin as usize] {
+            Seg::Shared(b) => b,
+            _ => unreachable!("a pin is stored as a shared segment"),
+        }
     }
 
     /// Appends shared bytes by reference. If they lie inside a pinned allocation, the segment is
@@ -235,12 +254,12 @@ impl IoList {
         let start = s.as_ptr() as usize;
         let end = start + s.len();
         // Newest first: a render pins its page, then each partial as it is called.
-        let mut i = self.pins.len();
-        while i > 0 {
-            i -= 1;
-            let ps = self.pins[i].as_ptr() as usize;
-            if start >= ps && end <= ps + self.pins[i].len() {
-                return Some((i as u32, start - ps));
+        for (i, seg) in self.segs[..self.pins as usize].iter().enumerate().rev() {
+            if let Seg::Shared(p) = seg {
+                let ps = p.as_ptr() as usize;
+                if start >= ps && end <= ps + p.len() {
+                    return Some((i as u32, start - ps));
+                }
             }
         }
         None
@@ -304,7 +323,7 @@ impl IoList {
         if self.segs.is_empty() && !self.scratch.is_empty() {
             &ALL_SCRATCH
         } else {
-            &self.segs
+            &self.segs[self.pins as usize..]
         }
     }
 
@@ -374,7 +393,7 @@ impl IoList {
                 Seg::Shared(b) => self.push_bytes(b.clone()),
                 Seg::Scratch { off, len } => self.push_copy(&other.scratch[*off..*off + *len]),
                 Seg::Pinned { pin, off, len } => {
-                    let p = &other.pins[*pin as usize];
+                    let p = other.pinned(*pin);
                     self.pin(p);
                     self.push_shared(&p.slice(*off..*off + *len));
                 }
@@ -388,7 +407,7 @@ impl IoList {
     pub fn clear(&mut self) {
         self.segs.clear();
         self.scratch.clear();
-        self.pins.clear();
+        self.pins = 0;
         self.len = 0;
         self.leaves = 0;
     }
@@ -420,10 +439,10 @@ impl IoList {
     pub fn to_bytes(&self) -> Bytes {
         // A list of exactly one shared segment needs no copy at all.
         if self.leaves == 1 {
-            match self.segs.first() {
+            match self.table().first() {
                 Some(Seg::Shared(b)) => return b.clone(),
                 Some(Seg::Pinned { pin, off, len }) => {
-                    return self.pins[*pin as usize].slice(*off..*off + *len);
+                    return self.pinned(*pin).slice(*off..*off + *len);
                 }
                 _ => {}
             }
@@ -587,12 +606,28 @@ fn leaf<'a>(list: &'a IoList, seg: &'a Seg) -> Result<(SegmentKind, &'a [u8]), &
         Seg::Shared(b) => (SegmentKind::Shared, &b[..]),
         Seg::Scratch { off, len } => (SegmentKind::Scratch, &list.scratch[*off..*off + *len]),
         Seg::AllScratch => (SegmentKind::Scratch, &list.scratch[..]),
-        Seg::Pinned { pin, off, len } => (
-            SegmentKind::Shared,
-            &list.pins[*pin as usize][*off..*off + *len],
-        ),
+        Seg::Pinned { pin, off, len } => {
+            (SegmentKind::Shared, &list.pinned(*pin)[*off..*off + *len])
+        }
         Seg::List(l) => return Err(l),
     })
+}
+
+impl Drop for IoList {
+    /// A list without a table (copies only) drops with one check and its scratch buffer's free,
+    /// small enough to inline; a table's walk over its segments is out of line.
+    #[inline]
+    fn drop(&mut self) {
+        if self.segs.capacity() != 0 {
+            drop_table(std::mem::take(&mut *self.segs));
+        }
+    }
+}
+
+/// Drops a segment table: releases its segments' references, then frees it.
+#[inline(never)]
+fn drop_table(segs: Vec<Seg>) {
+    drop(segs);
 }
 
 impl fmt::Debug for IoList {
@@ -601,7 +636,7 @@ impl fmt::Debug for IoList {
             .field("len", &self.len)
             .field("segments", &self.leaves)
             .field("scratch", &self.scratch.len())
-            .field("pins", &self.pins.len())
+            .field("pins", &self.pins)
             .finish()
     }
 }

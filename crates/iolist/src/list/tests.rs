@@ -216,3 +216,68 @@ fn a_buffer_is_adopted_whole_as_a_list() {
     );
     assert_eq!(empty, IoList::new());
 }
+
+#[test]
+fn pins_taken_between_pieces_keep_every_segment_in_place() {
+    let page = Bytes::from(b"<html><body>page text</body></html>".to_vec());
+    let part = Bytes::from(b"<li>partial text</li>".to_vec());
+    let extra = Bytes::from(b"<footer>third pin</footer>".to_vec());
+    let mut l = IoList::new();
+    l.push_copy(b"head;");
+    l.pin(&page); // the copies so far become the first segment, behind the pin
+    l.push_shared(&page.slice(0..12));
+    l.push_copy(b"x");
+    l.pin(&part);
+    l.push_shared(&part.slice(4..16));
+    l.pin(&extra);
+    l.push_shared(&extra.slice(8..17));
+    l.push_shared(&page.slice(21..));
+    assert_eq!(l.segment_count(), 6);
+    assert_eq!(
+        l.to_vec(),
+        b"head;<html><body>xpartial textthird pin</body></html>"
+    );
+    assert_eq!(
+        l.segments_with_kind().map(|(k, _)| k).collect::<Vec<_>>(),
+        [
+            SegmentKind::Scratch,
+            SegmentKind::Shared,
+            SegmentKind::Scratch,
+            SegmentKind::Shared,
+            SegmentKind::Shared,
+            SegmentKind::Shared,
+        ]
+    );
+    let mut copy = IoList::new();
+    copy.append(&l);
+    assert_eq!(copy, l);
+    l.clear();
+    assert!(l.is_empty());
+    l.push_copy(b"again");
+    assert_eq!(l.segments().collect::<Vec<_>>(), [b"again".as_slice()]);
+}
+
+#[test]
+fn a_list_moves_with_inline_stores() {
+    // Larger than this, a move out of a function is a call to `memcpy`.
+    assert!(std::mem::size_of::<IoList>() <= 128);
+}
+
+#[test]
+fn dropping_a_list_releases_what_its_table_holds() {
+    let shared = Arc::new(IoList::from_scratch(b"fragment".to_vec()));
+    let mut l = IoList::new();
+    l.push_copy(b"copies, then a table: ");
+    l.push_shared_list(Arc::clone(&shared));
+    l.pin(&Bytes::from(b"pinned text".to_vec()));
+    assert_eq!(Arc::strong_count(&shared), 2);
+    drop(l);
+    assert_eq!(
+        Arc::strong_count(&shared),
+        1,
+        "the table's references are released"
+    );
+    let mut copies = IoList::from_scratch(b"no table".to_vec());
+    copies.push_copy(b"!");
+    drop(copies);
+}
