@@ -367,6 +367,13 @@ impl Engine {
             .is_ok_and(|i| self.catalog.programs[i].straight.enabled())
     }
 
+    /// True when the next render of `name` that may stream tries the frame-less render first.
+    #[cfg(test)]
+    pub(crate) fn straight_for_bounded(&self, name: &str) -> bool {
+        self.index(name)
+            .is_ok_and(|i| self.catalog.programs[i].straight.enabled_for_bounded())
+    }
+
     /// The error of a whole render past `max` bytes.
     #[cold]
     #[inline(never)]
@@ -378,25 +385,6 @@ impl Engine {
                 self.catalog.programs[index].name
             ),
         )
-    }
-
-    /// A whole render of program `index`, not yet run: the VM on the borrowed catalog (no
-    /// reference count touched) and an output list sized from the program's last render.
-    #[inline]
-    fn start_whole(
-        &self,
-        index: usize,
-        assign: impl Fn(&str) -> Option<Value>,
-    ) -> (Vm<'_>, IoList) {
-        let mut vm = Vm::new(
-            Programs::Borrowed(&self.catalog),
-            self.config,
-            index,
-            assign,
-        );
-        let hint = &self.catalog.programs[index].size_hint;
-        vm.reserve(hint.bytes());
-        (vm, hint.list())
     }
 
     /// Renders page `name`, then `layout` with the page as `@inner_content` (safe HTML, referenced,
@@ -460,12 +448,79 @@ impl Engine {
         chunk_bytes: usize,
     ) -> Result<Rendered, Error> {
         let index = template.index_in(self)?;
-        let (mut vm, mut out) = self.start_whole(index, assign);
-        if vm.run(&mut out, max_whole.saturating_add(1))? {
-            self.catalog.programs[index].size_hint.record(&out);
-            return Ok(Rendered::Whole(out));
+        let prog = &self.catalog.programs[index];
+        if prog.straight.enabled_for_bounded() {
+            // As `render_with`: each name asked once, the values kept for the VM.
+            let mut values: SmallVec<[Option<Value>; 4]> = SmallVec::new();
+            values.reserve(prog.assigns.len());
+            for name in &prog.assigns {
+                values.push(assign(name));
+            }
+            let hint = &prog.size_hint;
+            let mut page = hint.list();
+            let pause_at = max_whole.saturating_add(1);
+            if render_straight(
+                prog,
+                &self.config,
+                &values,
+                hint.bytes(),
+                &mut page,
+                pause_at,
+            ) {
+                hint.record(&page);
+                prog.straight.hit();
+                return Ok(Rendered::Whole(page));
+            }
+            eprintln!(
+                "DEBUG straight gave up at {} of pause {}",
+                page.len(),
+                pause_at
+            );
+            drop(page);
+            let rendered = self.vm_render_or_stream(
+                index,
+                |name| {
+                    let at = prog.assigns.iter().position(|n| n == name)?;
+                    values.get(at)?.clone()
+                },
+                max_whole,
+                chunk_bytes,
+            );
+            if let Ok(Rendered::Streaming { .. }) = rendered {
+                // Past the bound: not a miss, but the VM takes this page until it ends whole.
+                prog.straight.set_long(true);
+            } else {
+                prog.straight.missed();
+            }
+            return rendered;
         }
-        let mut vm = vm.into_owned(Arc::clone(&self.catalog));
+        self.vm_render_or_stream(index, assign, max_whole, chunk_bytes)
+    }
+
+    /// [`Engine::render_or_stream`] by the VM.
+    fn vm_render_or_stream(
+        &self,
+        index: usize,
+        assign: impl Fn(&str) -> Option<Value>,
+        max_whole: usize,
+        chunk_bytes: usize,
+    ) -> Result<Rendered, Error> {
+        let prog = &self.catalog.programs[index];
+        let mut out = prog.size_hint.list();
+        let paused = Vm::whole_or_rest(
+            &self.catalog,
+            self.config,
+            index,
+            assign,
+            prog.size_hint.bytes(),
+            &mut out,
+            max_whole.saturating_add(1),
+        )?;
+        let Some(mut vm) = paused else {
+            prog.size_hint.record(&out);
+            prog.straight.set_long(false);
+            return Ok(Rendered::Whole(out));
+        };
         vm.reserve(chunk_bytes);
         Ok(Rendered::Streaming {
             first: out,

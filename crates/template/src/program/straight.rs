@@ -4,7 +4,7 @@
 //! body that runs in whole iterations. Ordinary pages (a title, a list of records) are of this
 //! shape; partials, `case`, assignments and function calls are not.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use super::plain::{NARROW, PlainBody, SLOT};
 use super::{Code, CodeKind, Generator, Instr, Op};
@@ -23,6 +23,12 @@ pub(crate) struct Straight {
     /// Renders in a row that went back to the VM (a value, a size or a limit the frame-less
     /// render does not handle), up to [`MISSES`].
     misses: AtomicU8,
+    /// The last render that may stream ([`Engine::render_or_stream`]) passed its bound: the
+    /// next one goes to the VM at once, which can stream it, instead of rendering the bound's
+    /// worth twice. A render by the VM that ends whole clears it.
+    ///
+    /// [`Engine::render_or_stream`]: crate::Engine::render_or_stream
+    long: AtomicBool,
 }
 
 impl Straight {
@@ -31,6 +37,7 @@ impl Straight {
         Straight {
             shape: shape(ops),
             misses: AtomicU8::new(0),
+            long: AtomicBool::new(false),
         }
     }
 
@@ -56,6 +63,21 @@ impl Straight {
         let m = self.misses.load(Ordering::Relaxed);
         self.misses
             .store(m.saturating_add(1).min(MISSES), Ordering::Relaxed);
+    }
+
+    /// True while a render that may stream should try the frame-less render first: enabled,
+    /// and the last such render did not pass its bound.
+    #[inline(always)]
+    pub(crate) fn enabled_for_bounded(&self) -> bool {
+        self.enabled() && !self.long.load(Ordering::Relaxed)
+    }
+
+    /// Whether the last render that may stream passed its bound (stored only when it changes).
+    #[inline(always)]
+    pub(crate) fn set_long(&self, long: bool) {
+        if self.long.load(Ordering::Relaxed) != long {
+            self.long.store(long, Ordering::Relaxed);
+        }
     }
 
     /// Sends every later render of the program to the VM (tests compare the two).

@@ -96,7 +96,7 @@ impl<'c> Vm<'c> {
 
     /// A whole render of program `index` into `out`, as [`Vm::new`], [`Vm::reserve`] and
     /// [`Vm::run`] would run it, with the VM built where it runs: returned from `new`, its
-    /// ~500 bytes would be copied into the caller's.
+    /// ~500 bytes would be copied into the caller's. True when it ended within `pause_at`.
     pub(crate) fn whole(
         catalog: &'c Catalog,
         config: Config,
@@ -106,6 +106,40 @@ impl<'c> Vm<'c> {
         out: &mut IoList,
         pause_at: usize,
     ) -> Result<bool, Error> {
+        Self::whole_then(catalog, config, index, assign, bytes, out, pause_at, drop)
+            .map(|paused| paused.is_none())
+    }
+
+    /// [`Vm::whole`] for a render that may go on as a stream: `None` when it ended within
+    /// `pause_at`, else the VM, now owning the catalog, to continue from where it paused. Built
+    /// where it runs, the VM is moved only in that rarer case.
+    pub(crate) fn whole_or_rest(
+        catalog: &'c Arc<Catalog>,
+        config: Config,
+        index: usize,
+        assign: impl Fn(&str) -> Option<Value>,
+        bytes: usize,
+        out: &mut IoList,
+        pause_at: usize,
+    ) -> Result<Option<Vm<'static>>, Error> {
+        Self::whole_then(catalog, config, index, assign, bytes, out, pause_at, |vm| {
+            vm.into_owned(Arc::clone(catalog))
+        })
+    }
+
+    /// The whole render of [`Vm::whole`]; a VM that paused is handed to `paused`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn whole_then<R>(
+        catalog: &'c Catalog,
+        config: Config,
+        index: usize,
+        assign: impl Fn(&str) -> Option<Value>,
+        bytes: usize,
+        out: &mut IoList,
+        pause_at: usize,
+        paused: impl FnOnce(Vm<'c>) -> R,
+    ) -> Result<Option<R>, Error> {
         let mut vm = Vm {
             steps: config.limits.max_steps,
             catalog: Programs::Borrowed(catalog),
@@ -119,7 +153,10 @@ impl<'c> Vm<'c> {
             frame.fill(&catalog.programs[index], assign);
         }
         vm.reserve(bytes);
-        vm.run(out, pause_at)
+        if vm.run(out, pause_at)? {
+            return Ok(None);
+        }
+        Ok(Some(paused(vm)))
     }
 
     /// The same render, now owning its catalog: how a whole render that outgrew its bound goes

@@ -243,7 +243,7 @@ fn buf_room(out: &mut Out<'_>) -> usize {
 mod tests {
     use proptest::prelude::*;
 
-    use crate::{Assigns, Engine, Limits, Value};
+    use crate::{Assigns, Engine, Limits, Rendered, Value};
 
     /// Templates of the straight shape: a page with a list of records (the teams page), a loop
     /// with a branch in its body, outputs of assigns alone, and a loop of one output between texts of 26 and 11 bytes.
@@ -286,8 +286,53 @@ mod tests {
             .collect()
     }
 
+    /// A render that may stream: whole or not, the bytes, and a whole one's segment count.
+    type Outcome = Result<(bool, Vec<u8>, usize), String>;
+
+    /// Two renders that may stream past `max_whole` bytes, or the error.
+    fn bounded(e: &Engine, a: &Assigns, max_whole: usize) -> Vec<Outcome> {
+        (0..2)
+            .map(
+                |_| match e.render_or_stream("t", |k| a.get(k).cloned(), max_whole, 64) {
+                    Ok(Rendered::Whole(l)) => Ok((true, l.to_vec(), l.segment_count())),
+                    Ok(Rendered::Streaming { first, rest }) => {
+                        let mut bytes = first.to_vec();
+                        for chunk in rest {
+                            match chunk {
+                                Ok(c) => bytes.extend_from_slice(&c.to_vec()),
+                                Err(e) => return Err(e.to_string()),
+                            }
+                        }
+                        Ok((false, bytes, 0))
+                    }
+                    Err(e) => Err(e.to_string()),
+                },
+            )
+            .collect()
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// A render that may stream goes frame-less while the page ends within its bound, and
+        /// gives the VM's bytes, segments, errors and whole-or-streamed outcome either way.
+        #[test]
+        fn bounded_straight_renders_as_the_vm(
+            source in 0..SOURCES.len(),
+            kind in 0u8..4,
+            n in 0i64..40,
+            max_whole in prop_oneof![Just(1usize << 30), 1usize..600],
+            max_steps in prop_oneof![Just(1_000_000u64), 1u64..100],
+        ) {
+            let limits = Limits { max_steps, ..Limits::default() };
+            let engine = || Engine::from_source("t", SOURCES[source]).unwrap().with_limits(limits);
+            let straight = engine();
+            let mut a = Assigns::new();
+            a.insert("year", 2015);
+            a.insert("title", "a <title>");
+            a.insert("items", Value::list((0..n).map(|i| item(kind, i))));
+            prop_assert_eq!(bounded(&straight, &a, max_whole), bounded(&engine().vm_only(), &a, max_whole));
+        }
 
         /// A frame-less whole render gives the VM's bytes, segments and errors, whatever it
         /// meets (it hands over to the VM when it cannot go on).
@@ -333,6 +378,40 @@ mod tests {
         }
         let e = Engine::from_source("t", SOURCES[0]).unwrap();
         assert!(e.straight("t"));
+    }
+
+    #[test]
+    fn pages_past_the_bound_go_to_the_vm_without_counting_as_misses() {
+        let e = Engine::from_source("t", SOURCES[3]).unwrap();
+        let rows = |n: i64| {
+            let mut a = Assigns::new();
+            a.insert("items", Value::list((0..n).map(|i| item(0, i))));
+            a
+        };
+        let (big, small) = (rows(100), rows(2));
+        let expected = |a: &Assigns| e.render("t", a).unwrap().to_vec();
+        assert!(e.straight_for_bounded("t"));
+        for _ in 0..20 {
+            // 100 rows of ~40 bytes: past a 1,000-byte bound, so streamed.
+            let r = bounded(&e, &big, 1000);
+            assert!(
+                matches!(&r[..], [Ok((false, _, _)), Ok((false, _, _))]),
+                "{r:?}"
+            );
+            assert_eq!(r[0].as_ref().unwrap().1, expected(&big));
+            // The next one goes to the VM at once.
+            assert!(!e.straight_for_bounded("t"));
+        }
+        // Twenty long pages in a row are no reason to leave the frame-less render for good:
+        // a page that ends whole (by the VM) brings it back.
+        assert!(e.straight("t"));
+        let r = bounded(&e, &small, 1000);
+        assert!(
+            matches!(&r[..], [Ok((true, _, _)), Ok((true, _, _))]),
+            "{r:?}"
+        );
+        assert_eq!(r[1].as_ref().unwrap().1, expected(&small));
+        assert!(e.straight_for_bounded("t"));
     }
 
     #[test]
