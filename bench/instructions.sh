@@ -66,7 +66,7 @@ count() {
 }
 
 echo "== $TARGET, $N keep-alive requests, user-space instructions (callgrind), $(date -u +%FT%TZ)"
-[ "${HYPER:-1}" = 0 ] || count hyper bench/peers/hyper-peer/target/release/hyper-peer 127.0.0.1:4601 "$TMP/body"
+[ "${HYPER:-1}" = 0 ] || count hyper "${CARGO_TARGET_DIR:-bench/peers/hyper-peer/target}"/release/hyper-peer 127.0.0.1:4601 "$TMP/body"
 count galleon "${CARGO_TARGET_DIR:-target}"/release/galleon serve --site "$ROOT/site" --addr 127.0.0.1:4601 --events off
 if [ -n "${STATS_OFF:-}" ]; then
     count stats-off "${CARGO_TARGET_DIR:-target}"/release/galleon serve --site "$ROOT/site" --addr 127.0.0.1:4601 --events off --stats off

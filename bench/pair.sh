@@ -17,7 +17,9 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 cargo build --release -q -p galleon
 cargo build --release -q --manifest-path bench/peers/hyper-peer/Cargo.toml
-NEW=$ROOT/target/release/galleon
+# Where cargo puts the builds (CARGO_TARGET_DIR, as cargo reads it).
+NEW=${CARGO_TARGET_DIR:-$ROOT/target}/release/galleon
+HYPER_PEER=${CARGO_TARGET_DIR:-bench/peers/hyper-peer/target}/release/hyper-peer
 OLD=${BASELINE:-$NEW}
 TMP=$(mktemp -d)
 PIDS=()
@@ -36,7 +38,7 @@ done
 "$OLD" serve --addr 127.0.0.1:4302 --events off --trace-endpoint off ${OLD_ARGS:-} 2>/dev/null & PIDS+=($!)
 wait_port 4301; wait_port 4302
 curl -sf "http://127.0.0.1:4301$TARGET" -o "$TMP/body"
-bench/peers/hyper-peer/target/release/hyper-peer 127.0.0.1:4303 "$TMP/body" 2>/dev/null & PIDS+=($!)
+"$HYPER_PEER" 127.0.0.1:4303 "$TMP/body" 2>/dev/null & PIDS+=($!)
 wait_port 4303
 for port in 4302 4303; do
     cmp -s <(curl -sf "http://127.0.0.1:$port$TARGET") "$TMP/body" || { echo "port $port serves different bytes" >&2; exit 1; }
