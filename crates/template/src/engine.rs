@@ -471,11 +471,6 @@ impl Engine {
                 prog.straight.hit();
                 return Ok(Rendered::Whole(page));
             }
-            eprintln!(
-                "DEBUG straight gave up at {} of pause {}",
-                page.len(),
-                pause_at
-            );
             drop(page);
             let rendered = self.vm_render_or_stream(
                 index,
