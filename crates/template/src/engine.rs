@@ -107,6 +107,30 @@ impl fmt::Debug for Engine {
     }
 }
 
+/// Asks `assign` once for each name `prog` uses, in order, into `values` (filled where they lie:
+/// a vector collected aside would be moved in whole), for the frame-less render and, should it
+/// go back, the VM ([`kept`]).
+#[inline(always)]
+fn ask_each(
+    prog: &Program,
+    assign: &impl Fn(&str) -> Option<Value>,
+    values: &mut SmallVec<[Option<Value>; 4]>,
+) {
+    values.reserve(prog.assigns.len());
+    for name in &prog.assigns {
+        values.push(assign(name));
+    }
+}
+
+/// The values [`ask_each`] kept, asked for by name (the VM's way).
+#[inline(always)]
+fn kept<'a>(prog: &'a Program, values: &'a [Option<Value>]) -> impl Fn(&str) -> Option<Value> + 'a {
+    move |name| {
+        let at = prog.assigns.iter().position(|n| n == name)?;
+        values.get(at)?.clone()
+    }
+}
+
 impl Engine {
     /// Compiles every `*.eex` file under `dir`, recursively, and links their partials. Names are
     /// the `/`-separated paths relative to `dir`, such as `"pages/blah.html.eex"`. The first
@@ -287,21 +311,13 @@ impl Engine {
         let index = template.index_in(self)?;
         let prog = &self.catalog.programs[index];
         if prog.straight.enabled() {
-            // Each name asked once, the values kept for the VM should the render go back to it.
-            // Filled where they lie: a vector collected aside is moved in whole.
-            let mut values: SmallVec<[Option<Value>; 4]> = SmallVec::new();
-            values.reserve(prog.assigns.len());
-            for name in &prog.assigns {
-                values.push(assign(name));
-            }
+            let mut values = SmallVec::new();
+            ask_each(prog, &assign, &mut values);
             let mut page = prog.size_hint.list();
             if self.render_straight(prog, &values, &mut page) {
                 return Ok(page);
             }
-            return self.render_vm(index, |name| {
-                let at = prog.assigns.iter().position(|n| n == name)?;
-                values.get(at)?.clone()
-            });
+            return self.render_vm(index, kept(prog, &values));
         }
         self.render_vm(index, assign)
     }
@@ -450,12 +466,8 @@ impl Engine {
         let index = template.index_in(self)?;
         let prog = &self.catalog.programs[index];
         if prog.straight.enabled_for_bounded() {
-            // As `render_with`: each name asked once, the values kept for the VM.
-            let mut values: SmallVec<[Option<Value>; 4]> = SmallVec::new();
-            values.reserve(prog.assigns.len());
-            for name in &prog.assigns {
-                values.push(assign(name));
-            }
+            let mut values = SmallVec::new();
+            ask_each(prog, &assign, &mut values);
             let hint = &prog.size_hint;
             let mut page = hint.list();
             let pause_at = max_whole.saturating_add(1);
@@ -472,15 +484,8 @@ impl Engine {
                 return Ok(Rendered::Whole(page));
             }
             drop(page);
-            let rendered = self.vm_render_or_stream(
-                index,
-                |name| {
-                    let at = prog.assigns.iter().position(|n| n == name)?;
-                    values.get(at)?.clone()
-                },
-                max_whole,
-                chunk_bytes,
-            );
+            let rendered =
+                self.vm_render_or_stream(index, kept(prog, &values), max_whole, chunk_bytes);
             if let Ok(Rendered::Streaming { .. }) = rendered {
                 // Past the bound: not a miss, but the VM takes this page until it ends whole.
                 prog.straight.set_long(true);
