@@ -19,7 +19,8 @@
 //! - [`Kind`]: a named class of jobs with its [`Policy`]: [`Policy::Inline`],
 //!   [`Policy::Offload`], or [`Policy::Adaptive`], which keeps per kind an estimate of the job's
 //!   cost (by log2 of a size hint) and of the measured hop (without the time a job queued for a
-//!   free thread, which it would also wait inline; outliers damped), runs inline while hop ÷
+//!   free thread, which it would also wait inline; its lower envelope, since on a busy machine
+//!   most hops also wait for a core), runs inline while hop ÷
 //!   cost is over
 //!   `max_overhead` (10%), never inline over `latency_budget` (1 ms), and sends one decision in
 //!   64 the other way to notice changes. [`Kind::switch_point`] is the size where it switches.
