@@ -9,12 +9,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use galleon_http::{Body, Request, Response, Router, StatusCode, sync_handler};
+use galleon_http::{Body, Request, Response, Router, sync_handler};
 use galleon_template::compiled::{self, Rendered, Template};
 use galleon_template::{Assigns, Error, ErrorKind, Value};
 use galleon_template_derive::Template;
 
-use crate::site::SiteOptions;
+use crate::site::{SiteOptions, render_failed};
 
 /// `/compiled/doom` without `?iters=`: the runtime page's default (30 GB).
 const DOOM_DEFAULT_ITERS: i64 = 100_000_000;
@@ -106,7 +106,9 @@ pub(crate) fn routes(router: Router, dir: &Path, options: &SiteOptions) -> anyho
     });
     let page = |f: fn(&Data, &Request) -> Result<Response, Error>| {
         let data = data.clone();
-        sync_handler(move |req: Request| f(&data, &req).unwrap_or_else(|e| failed(&e, &req)))
+        sync_handler(move |req: Request| {
+            f(&data, &req).unwrap_or_else(|e| render_failed(&e, Some(&req)))
+        })
     };
     Ok(router
         .get("/compiled/blah", page(blah))
@@ -212,31 +214,6 @@ fn teams(v: &Value) -> Option<Vec<Team>> {
             _ => None,
         })
         .collect()
-}
-
-/// The answer to a failed render, as the runtime pages answer: a failure on a query value is
-/// the client's (400), anything else the site's (500); the located error goes to the log.
-fn failed(e: &Error, req: &Request) -> Response {
-    let from_query = !req.query().is_empty()
-        && matches!(
-            e.kind(),
-            ErrorKind::TypeMismatch
-                | ErrorKind::UnknownKey
-                | ErrorKind::Arithmetic
-                | ErrorKind::Limit
-                | ErrorKind::Data
-        );
-    let target = req.target();
-    if from_query {
-        tracing::info!(target, error = %e, "page refused: its query values do not fit");
-        Response::error(
-            StatusCode::BAD_REQUEST,
-            "the query's values do not fit this page",
-        )
-    } else {
-        tracing::error!(target, error = %e, "page render failed");
-        Response::error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
-    }
 }
 
 #[cfg(test)]

@@ -448,8 +448,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         watch: args.watch,
         cpu: cpu.clone(),
     };
-    let (router, templates) = crate::site::router(&args.site, site_options)
+    let (router, templates) = crate::site::router(&args.site, site_options.clone())
         .with_context(|| format!("loading the site in {}", args.site.display()))?;
+    // The same templates compiled into Rust (`/compiled/...`), beside the runtime pages.
+    let router = crate::compiled_pages::routes(router, &args.site, &site_options)?;
 
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();

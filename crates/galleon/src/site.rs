@@ -176,7 +176,6 @@ pub(crate) fn router(dir: &Path, options: SiteOptions) -> anyhow::Result<(Router
                 .unwrap_or_else(|_| Response::error(StatusCode::INTERNAL_SERVER_ERROR, "failed"))
         }
     });
-    router = crate::compiled_pages::routes(router, dir, &options)?;
     let reload = templates.clone();
     router = router.post("/templates/reload", move |req: Request| {
         let templates = reload.clone();
@@ -375,7 +374,7 @@ fn broken_page(error: &str, req: &Request) -> Response {
 /// failure on a value (a number where a list was due, a loop too long) with a query is the
 /// client's: 400. Anything else is the site's: 500. Either way the body is one short line; the
 /// full error, with the template's name, line and source, goes to the log only.
-fn render_failed(e: &galleon_template::Error, req: Option<&Request>) -> Response {
+pub(crate) fn render_failed(e: &galleon_template::Error, req: Option<&Request>) -> Response {
     let from_query = req.is_some_and(|r| !r.query().is_empty())
         && matches!(
             e.kind(),

@@ -68,6 +68,9 @@ fn pages_index_static_files_and_404s() {
     // The last of repeated names wins.
     let teams = c.get("/teams?year=1&year=1999", &[]).unwrap();
     assert!(teams.text().contains("<h1>CSL 1999</h1>"));
+    // The compiled variant is mounted beside it and answers the same bytes.
+    let compiled = c.get("/compiled/teams?year=1&year=1999", &[]).unwrap();
+    assert_eq!((compiled.status, &compiled.body), (200, &teams.body));
     let css = c.get("/static/site.css", &[]).unwrap();
     assert_eq!(css.status, 200);
     assert_eq!(
