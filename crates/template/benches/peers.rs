@@ -266,7 +266,7 @@ fn big_table(c: &mut Criterion, p: &Peers) {
         ),
     ];
     render_group(c, "big-table", &rows);
-    if only().is_some() {
+    if only().is_some() || ab_rounds().is_some() {
         return;
     }
 
@@ -467,6 +467,12 @@ fn render_group(c: &mut Criterion, group: &str, rows: &[(&str, RenderRow<'_>)]) 
         }
         return;
     }
+    if let Some(rounds) = ab_rounds() {
+        if std::env::var("AB_GROUP").is_ok_and(|g| g == group) {
+            ab(group, rows, rounds);
+        }
+        return;
+    }
     let mut g = c.benchmark_group(group);
     let mut sink = Vec::new();
     for (name, f) in rows {
@@ -478,6 +484,46 @@ fn render_group(c: &mut Criterion, group: &str, rows: &[(&str, RenderRow<'_>)]) 
         });
     }
     g.finish();
+}
+
+/// `AB=<rounds> AB_GROUP=<group> [AB_ROWS=<row>,<row>]` (rounds at least 1; say `AB=2000
+/// AB_GROUP=teams AB_ROWS=galleon-compiled,sailfish`): instead of criterion, after the byte
+/// check, times the group's rows in rounds of 1,000 renders (10 for big-table), the rows
+/// interleaved, and prints each row's minimum, 10th percentile and median per render: on a
+/// shared machine a minimum over rounds moves less with other load than criterion's estimate.
+/// The rows do what criterion times; only the clock around them differs.
+fn ab_rounds() -> Option<u32> {
+    std::env::var("AB").ok()?.parse().ok()
+}
+
+fn ab(group: &str, rows: &[(&str, RenderRow<'_>)], rounds: u32) {
+    let filter = std::env::var("AB_ROWS").unwrap_or_default();
+    let rows: Vec<_> = rows
+        .iter()
+        .filter(|(n, _)| filter.is_empty() || filter.split(',').any(|x| x == *n))
+        .collect();
+    let mut sink = Vec::new();
+    let batch = if group.starts_with("big") { 10 } else { 1000 };
+    let mut times = vec![Vec::new(); rows.len()];
+    for _ in 0..rounds {
+        for (i, (_, f)) in rows.iter().enumerate() {
+            let t = std::time::Instant::now();
+            for _ in 0..batch {
+                f(&mut sink);
+                black_box(&sink);
+            }
+            times[i].push(t.elapsed().as_nanos() as f64 / f64::from(batch));
+        }
+    }
+    for ((name, _), t) in rows.iter().zip(&mut times) {
+        t.sort_by(f64::total_cmp);
+        println!(
+            "AB {group}/{name}: min {:.2} ns, p10 {:.2}, median {:.2}",
+            t[0],
+            t[t.len() / 10],
+            t[t.len() / 2]
+        );
+    }
 }
 
 /// Every row must produce the same bytes as the first, or the comparison is meaningless.
@@ -567,6 +613,9 @@ fn main() {
     teams_group(&mut c, &p);
     if let Some((row, _)) = only() {
         panic!("CG: no render row {row}");
+    }
+    if ab_rounds().is_some() {
+        return;
     }
     send_blah(&mut c);
     c.final_summary();

@@ -56,7 +56,8 @@ pub trait Template {
     /// Renders the whole page into one list.
     // Always in the caller (the template's code, `__run`, need not be): not inlined, the list
     // is returned and then copied out of the `Result` by a 136-byte `memcpy` reading the
-    // stores just made (bench/results/templates.txt).
+    // stores just made (bench/results/templates.txt). For the same reason the list is made as
+    // the `Result` itself (`finish_ok`), from the buffer's parts in registers.
     #[inline(always)]
     fn render(&self) -> Result<IoList, Error> {
         if let Some(r) = self.__engine_render() {
@@ -66,7 +67,7 @@ pub trait Template {
         let mut out = Out::new(Self::COPY_BELOW, hint.load(Ordering::Relaxed));
         self.__run::<false>(&mut out, &mut [], usize::MAX)?;
         hint.store(out.len(), Ordering::Relaxed);
-        Ok(out.finish())
+        out.finish_ok()
     }
 
     /// Renders the page as chunks of about `chunk_bytes` each (a chunk ends after the loop
