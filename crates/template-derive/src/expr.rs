@@ -5,15 +5,11 @@
 use galleon_template::Value;
 use galleon_template::syntax::{BinOp, Expr, ExprKind, UnOp};
 use proc_macro2::{Ident, Literal, Span, TokenStream};
-use quote::{format_ident, quote};
+use quote::quote;
 
 use crate::attrs::Kind;
+use crate::names::var_ident;
 use crate::stmt::{Gen, NotNative, R};
-
-/// The Rust identifier of template variable `name`.
-pub(crate) fn var_ident(name: &str) -> Ident {
-    format_ident!("v_{}", name)
-}
 
 /// A field or key name as a Rust identifier (raw when it is a keyword).
 pub(crate) fn member(name: &str) -> R<Ident> {

@@ -53,6 +53,7 @@
 mod attrs;
 mod expr;
 mod fallback;
+mod names;
 mod statics;
 mod stmt;
 

@@ -9,7 +9,7 @@ use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote};
 
 use crate::attrs::Kind;
-use crate::expr::var_ident;
+use crate::names::var_ident;
 use crate::statics;
 
 /// The template uses a shape compiled only by the runtime engine.
