@@ -28,6 +28,13 @@ pub(crate) const HOP_RISE: f64 = 1.0 / 64.0;
 /// The hop assumed before one is measured: the BEAM's dirty-CPU round trip on this machine class.
 pub(crate) const DEFAULT_HOP_NS: f64 = 2_000.0;
 
+/// The hop estimate `v` after sample `x`: the lower-envelope rule of `Estimate::observe_envelope`,
+/// shared with the pool-wide estimate.
+pub(crate) fn envelope(v: f64, x: f64) -> f64 {
+    let x = x.min(v * HOP_RISE_CAP);
+    v + (x - v) * if x < v { HOP_FALL } else { HOP_RISE }
+}
+
 /// Where one job runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Route {
@@ -61,13 +68,11 @@ impl Estimate {
     /// half the job, kept it inline, and lost 10-20% of its throughput to the pool. A lasting
     /// rise still gets through: in the offload regime every job is a sample.
     fn observe_envelope(&mut self, x: f64) {
-        if self.samples == 0 {
-            self.ns = x;
+        self.ns = if self.samples == 0 {
+            x
         } else {
-            let x = x.min(self.ns * HOP_RISE_CAP);
-            let weight = if x < self.ns { HOP_FALL } else { HOP_RISE };
-            self.ns += (x - self.ns) * weight;
-        }
+            envelope(self.ns, x)
+        };
         self.samples += 1;
     }
 

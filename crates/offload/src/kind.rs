@@ -1,6 +1,6 @@
 //! [`Kind`]: a named class of jobs, with its policy, cost model, counters and histograms.
 
-use crate::adaptive::{BUCKETS, CostModel, HOP_FALL, HOP_RISE, HOP_RISE_CAP, Route, bucket_of};
+use crate::adaptive::{BUCKETS, CostModel, Route, bucket_of, envelope};
 use crate::policy::Policy;
 use crate::stats::{HistogramSummary, KindHistograms, KindSnapshot};
 use std::cell::Cell;
@@ -20,17 +20,13 @@ impl SharedHop {
     }
 
     /// Racy by design: a lost update among concurrent ones only loses a sample. The lower
-    /// envelope, as a kind's (`Estimate::observe_envelope`): a fall is followed at
-    /// [`HOP_FALL`], a rise at [`HOP_RISE`], a sample over [`HOP_RISE_CAP`] times the estimate
-    /// counting as that (a wait for a core or a busy worker, not the price of the move).
+    /// envelope, as a kind's ([`envelope`]): a wait for a core or a busy worker is not the price
+    /// of the move.
     pub(crate) fn observe(&self, hop: Duration) {
         let x = hop.as_nanos() as f64;
         let next = match self.get() {
             None => x,
-            Some(v) => {
-                let x = x.min(v * HOP_RISE_CAP);
-                v + (x - v) * if x < v { HOP_FALL } else { HOP_RISE }
-            }
+            Some(v) => envelope(v, x),
         };
         self.0.store(next.to_bits().max(1), Ordering::Relaxed);
     }
