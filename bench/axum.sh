@@ -5,6 +5,7 @@
 #   bench/axum.sh                    # 5 s per cell, 5 rounds (about 10 minutes in all)
 #   DUR=10 ROUNDS=7 bench/axum.sh    # longer
 #   DOOM=0 STRACE=0 INSTR=0 bench/axum.sh    # req/s only
+#   PIN=1 bench/axum.sh              # servers on CPU 0, wrk on CPU 1 (as with a separate client)
 #
 # Servers (all axum 0.8 on hyper 1.x, release builds with fat LTO, TCP_NODELAY, 127.0.0.1):
 #   - galleon: crates/axum/examples/site (galleon-axum: a render as a few owned Bytes frames
@@ -20,6 +21,10 @@
 # per-round ratios (each round's three cells run back to back, so a ratio within a round is
 # steadier than a ratio of medians on a shared machine), and the server's CPU time per request
 # (utime + stime from /proc over the same runs).
+# PIN=1: every server runs under `taskset -c 0` and wrk under `taskset -c 1`, so the client's
+# cost (reading 410 KB a response costs it about as much as sending costs a server) comes from
+# its own core and not from the server's, as with a client on another machine; unpinned, wrk and
+# the server share both cores and req/s mixes the two costs.
 # Writes per response (STRACE=1): `strace -f -c` attached to each server while `wrk -t1 -c1`
 # runs 2 s against it; the write-family calls (write, writev, sendto, sendmsg) over the
 # requests wrk completed.
@@ -46,6 +51,14 @@ P_ASKAMA=${P_ASKAMA:-4202}
 P_JINJA=${P_JINJA:-4203}
 P_DOOM=${P_DOOM:-4204}
 P_COMPILED=${P_COMPILED:-4206}
+PIN=${PIN:-0}
+SERVER_ON=()
+CLIENT_ON=()
+if [ "$PIN" = 1 ]; then
+    [ "$(nproc)" -ge 2 ] || { echo "bench/axum.sh: PIN=1 needs 2 cores" >&2; exit 1; }
+    SERVER_ON=(taskset -c 0)
+    CLIENT_ON=(taskset -c 1)
+fi
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -91,7 +104,7 @@ declare -A PORT PID
 start() { # name port command...
     local name=$1 port=$2
     shift 2
-    "$@" >"$TMP/$name.out" 2>"$TMP/$name.log" &
+    "${SERVER_ON[@]}" "$@" >"$TMP/$name.out" 2>"$TMP/$name.log" &
     PID[$name]=$!
     PIDS+=("$!")
     PORT[$name]=$port
@@ -148,7 +161,7 @@ for round in $(seq 1 "$ROUNDS"); do
         order=("${SERVERS[@]:$k}" "${SERVERS[@]:0:$k}")
         for s in "${order[@]}"; do
             t0=$(ticks "${PID[$s]}")
-            wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" "http://127.0.0.1:${PORT[$s]}${PREFIX[$s]}$target" >"$TMP/wrk.out"
+            "${CLIENT_ON[@]}" wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" "http://127.0.0.1:${PORT[$s]}${PREFIX[$s]}$target" >"$TMP/wrk.out"
             t1=$(ticks "${PID[$s]}")
             rps=$(awk '/^Requests\/sec:/ { print $2 }' "$TMP/wrk.out")
             reqs=$(awk '/requests in/ { print $1 }' "$TMP/wrk.out")
@@ -251,7 +264,7 @@ fi
 median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { printf "%.1f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 median3() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { printf "%.3f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-echo "axum 0.8 + hyper 1.x, wrk -t$THREADS -c$CONNS, ${DUR} s a cell, $ROUNDS rounds interleaved, medians; $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- crates/axum crates/iolist bench/peers/axum-peers 2>/dev/null || echo ' + uncommitted changes')"
+echo "axum 0.8 + hyper 1.x, wrk -t$THREADS -c$CONNS, ${DUR} s a cell, $ROUNDS rounds interleaved, medians$([ "$PIN" = 1 ] && echo ', servers pinned to CPU 0 and wrk to CPU 1'); $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- crates/axum crates/iolist bench/peers/axum-peers 2>/dev/null || echo ' + uncommitted changes')"
 echo
 printf '| page | axum+galleon req/s | axum+galleon compiled req/s | axum+askama req/s | axum+minijinja req/s | galleon ÷ askama | compiled ÷ askama | galleon ÷ minijinja | CPU µs/req (galleon / compiled / askama / minijinja) | user instructions/req (galleon / compiled / askama / minijinja) | writes/response (galleon / compiled / askama / minijinja) |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|---|\n'

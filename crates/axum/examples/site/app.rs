@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{FromRef, Query, State};
+use axum::extract::{Query, State};
 use axum::routing::get;
 use galleon_axum::{Assigns, Compiled, Engine, Page, RenderError, TemplateId, Templates, Value};
 use galleon_template_derive::Template;
@@ -22,8 +22,10 @@ pub(crate) const DOOM_DEFAULT_ITERS: i64 = 100_000_000;
 /// under 64 bytes are copied at render time, longer pieces referenced.
 pub(crate) const COPY_BELOW: usize = 64;
 
-/// What the handlers share: the engine, each page's template id, the big table's data.
-#[derive(Clone, Debug)]
+/// What the handlers share: the engine, each page's template id, the big table's data. Held
+/// as `State<Arc<Site>>`: axum clones the state for every request, so one count, not one per
+/// field (as the askama and minijinja peers hold theirs).
+#[derive(Debug)]
 pub(crate) struct Site {
     templates: Templates,
     blah: TemplateId,
@@ -33,12 +35,6 @@ pub(crate) struct Site {
     big_table_data: Assigns,
     /// The big table's rows for the compiled page (shared by every render: one count).
     big_table_rows: Arc<Vec<Vec<i64>>>,
-}
-
-impl FromRef<Site> for Templates {
-    fn from_ref(site: &Site) -> Templates {
-        site.templates.clone()
-    }
 }
 
 /// The engine for `dir` (galleon's `site/`), configured as `galleon serve` configures it.
@@ -52,7 +48,7 @@ pub(crate) fn router(dir: &Path) -> Result<Router, Box<dyn std::error::Error + S
     let engine = templates.engine();
     let data = std::fs::read_to_string(dir.join("data/big-table.json"))?;
     let json: serde_json::Value = serde_json::from_str(&data)?;
-    let site = Site {
+    let site = Arc::new(Site {
         big_table_rows: Arc::new(serde_json::from_value(json["table"].clone())?),
         blah: engine.id("pages/blah.html.eex")?,
         blah_split: engine.id("pages/blah-split.html.eex")?,
@@ -60,7 +56,7 @@ pub(crate) fn router(dir: &Path) -> Result<Router, Box<dyn std::error::Error + S
         big_table: engine.id("pages/big-table.html.eex")?,
         big_table_data: Assigns::from_json(json)?,
         templates,
-    };
+    });
     Ok(Router::new()
         .route("/blah", get(blah))
         .route("/blah-split", get(blah_split))
@@ -74,24 +70,27 @@ pub(crate) fn router(dir: &Path) -> Result<Router, Box<dyn std::error::Error + S
 
 type Params = Query<HashMap<String, String>>;
 
-async fn blah(State(site): State<Site>, Query(q): Params) -> Result<Page, RenderError> {
+/// The handlers' state.
+type Shared = State<Arc<Site>>;
+
+async fn blah(State(site): Shared, Query(q): Params) -> Result<Page, RenderError> {
     site.templates
         .render_with(site.blah, |name| query(&q, name))
 }
 
-async fn blah_split(State(site): State<Site>, Query(q): Params) -> Result<Page, RenderError> {
+async fn blah_split(State(site): Shared, Query(q): Params) -> Result<Page, RenderError> {
     site.templates
         .render_with(site.blah_split, |name| query(&q, name))
 }
 
 /// Whole up to 4 MiB (`/doom?iters=1000`: 301 KB, with `content-length`), streamed past it.
-async fn doom(State(site): State<Site>, Query(q): Params) -> Result<Page, RenderError> {
+async fn doom(State(site): Shared, Query(q): Params) -> Result<Page, RenderError> {
     site.templates.render_with(site.doom, |name| {
         query(&q, name).or_else(|| (name == "iters").then_some(Value::Int(DOOM_DEFAULT_ITERS)))
     })
 }
 
-async fn big_table(State(site): State<Site>, Query(q): Params) -> Result<Page, RenderError> {
+async fn big_table(State(site): Shared, Query(q): Params) -> Result<Page, RenderError> {
     site.templates.render_with(site.big_table, |name| {
         query(&q, name).or_else(|| site.big_table_data.get(name).cloned())
     })
@@ -134,7 +133,7 @@ async fn compiled_doom(Query(q): Params) -> Compiled<Doom> {
     })
 }
 
-async fn compiled_big_table(State(site): State<Site>) -> Compiled<BigTable> {
+async fn compiled_big_table(State(site): Shared) -> Compiled<BigTable> {
     Compiled(BigTable {
         table: site.big_table_rows.clone(),
     })
