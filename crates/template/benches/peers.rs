@@ -420,26 +420,85 @@ fn send_blah(c: &mut Criterion) {
         IoWriter::new(WritePolicy::default()),
         IoWriter::new(WritePolicy::default()),
     );
+    let mut rows: Vec<(&str, SendRow<'_>)> = vec![
+        (
+            "galleon",
+            Box::new(|sock| {
+                let page = engine.render("blah", &assigns).unwrap();
+                w1.write_all(sock, &page).unwrap();
+            }),
+        ),
+        (
+            "galleon-compiled",
+            Box::new(|sock| {
+                let page = compiled.render().unwrap();
+                w2.write_all(sock, &page).unwrap();
+            }),
+        ),
+        (
+            "sailfish",
+            Box::new(|sock| {
+                let page = SailfishBlah { iters: BLAH_ITERS }.render_once().unwrap();
+                sock.write_all(page.as_bytes()).unwrap();
+            }),
+        ),
+    ];
+    if let Some(rounds) = ab_rounds() {
+        ab_send("send-blah-400k", &mut rows, &mut sock, rounds);
+        return;
+    }
     let mut g = c.benchmark_group("send-blah-400k");
-    g.bench_function("galleon", |b| {
-        b.iter(|| {
-            let page = engine.render("blah", &assigns).unwrap();
-            w1.write_all(&mut sock, &page).unwrap();
-        })
-    });
-    g.bench_function("galleon-compiled", |b| {
-        b.iter(|| {
-            let page = compiled.render().unwrap();
-            w2.write_all(&mut sock, &page).unwrap();
-        })
-    });
-    g.bench_function("sailfish", |b| {
-        b.iter(|| {
-            let page = SailfishBlah { iters: BLAH_ITERS }.render_once().unwrap();
-            sock.write_all(page.as_bytes()).unwrap();
-        })
-    });
+    for (name, f) in &mut rows {
+        g.bench_function(*name, |b| b.iter(|| f(&mut sock)));
+    }
     g.finish();
+}
+
+/// [`ab`] for a render-and-send group (`AB_GROUP=send-blah-400k`): rounds of 200 sends per row,
+/// the rows' order rotating each round; each row's minimum, 10th percentile and median per send,
+/// then every other row's per-round time as a multiple of the first row's (galleon): the median
+/// and range over rounds, and in how many rounds it was the faster. A send's time moves with the
+/// kernel and the reader thread by more than the rows differ; within a round they move together.
+fn ab_send(group: &str, rows: &mut [(&str, SendRow<'_>)], sock: &mut TcpStream, rounds: u32) {
+    const BATCH: u32 = 200;
+    let n = rows.len();
+    let mut times = vec![Vec::new(); n];
+    for r in 0..rounds as usize {
+        for k in 0..n {
+            let i = (k + r) % n;
+            let f = &mut rows[i].1;
+            let t = std::time::Instant::now();
+            for _ in 0..BATCH {
+                f(sock);
+            }
+            times[i].push(t.elapsed().as_nanos() as f64 / f64::from(BATCH));
+        }
+    }
+    let pick = |v: &[f64], q: f64| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[((v.len() - 1) as f64 * q) as usize]
+    };
+    for ((name, _), t) in rows.iter().zip(&times) {
+        println!(
+            "AB {group}/{name}: min {:.2} µs, p10 {:.2}, median {:.2}",
+            pick(t, 0.0) / 1e3,
+            pick(t, 0.1) / 1e3,
+            pick(t, 0.5) / 1e3
+        );
+    }
+    for (i, (name, _)) in rows.iter().enumerate().skip(1) {
+        let ratios: Vec<f64> = times[i].iter().zip(&times[0]).map(|(a, b)| a / b).collect();
+        let faster = ratios.iter().filter(|&&x| x < 1.0).count();
+        println!(
+            "AB {group}/{name} ÷ {}: median {:.3} (range {:.3}-{:.3}), faster in {faster} of {} rounds",
+            rows[0].0,
+            pick(&ratios, 0.5),
+            pick(&ratios, 0.0),
+            pick(&ratios, 1.0),
+            ratios.len()
+        );
+    }
 }
 
 /// `CG=<group>/<row>:<n>` (say `CG=teams/sailfish:1000`): after the byte check, runs only that
@@ -491,7 +550,8 @@ fn render_group(c: &mut Criterion, group: &str, rows: &[(&str, RenderRow<'_>)]) 
 /// check, times the group's rows in rounds of 1,000 renders (10 for big-table), the rows
 /// interleaved, and prints each row's minimum, 10th percentile and median per render: on a
 /// shared machine a minimum over rounds moves less with other load than criterion's estimate.
-/// The rows do what criterion times; only the clock around them differs.
+/// The rows do what criterion times; only the clock around them differs. `AB_GROUP=send-blah-400k`
+/// times that render-and-send group the same way ([`ab_send`]).
 fn ab_rounds() -> Option<u32> {
     std::env::var("AB").ok()?.parse().ok()
 }
@@ -614,10 +674,13 @@ fn main() {
     if let Some((row, _)) = only() {
         panic!("CG: no render row {row}");
     }
-    if ab_rounds().is_some() {
+    if ab_rounds().is_some() && std::env::var("AB_GROUP").as_deref() != Ok("send-blah-400k") {
         return;
     }
     send_blah(&mut c);
+    if ab_rounds().is_some() {
+        return;
+    }
     c.final_summary();
     print_ratios();
 }
