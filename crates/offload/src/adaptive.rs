@@ -2,7 +2,7 @@
 //! estimate of a job's run time by log2 of its size hint, and of the hop round trip (without
 //! queueing; its lower envelope, see `Estimate::observe_envelope`); the
 //! inline-or-offload decision, with a fixed fraction of decisions taking the other path so a
-//! change in either is noticed.
+//! change in either is noticed (except for jobs too short for any hop to pay).
 //!
 //! Pure data, no clock: every measurement is given to it, which is how the tests drive it.
 
@@ -27,6 +27,11 @@ pub(crate) const HOP_FALL: f64 = 1.0 / 4.0;
 pub(crate) const HOP_RISE: f64 = 1.0 / 64.0;
 /// The hop assumed before one is measured: the BEAM's dirty-CPU round trip on this machine class.
 pub(crate) const DEFAULT_HOP_NS: f64 = 2_000.0;
+/// No move to another thread and back costs less: two cache-line transfers each way (the pool's
+/// best p50 round trip measured 0.57 µs). A job whose `max_overhead` share of its cost is under
+/// this can never be worth offloading, so it is not resampled: a 4 KB page's render (~1.5 µs)
+/// sent to the pool one time in 64 woke a parked thread for nothing (~1% of that page's req/s).
+pub(crate) const MIN_HOP_NS: f64 = 250.0;
 
 /// The hop estimate `v` after sample `x`: the lower-envelope rule of `Estimate::observe_envelope`,
 /// shared with the pool-wide estimate.
@@ -202,7 +207,8 @@ impl CostModel {
     }
 
     /// Decide where the next job of this size runs, counting the decision: one in
-    /// [`RESAMPLE_EVERY`] takes the other path unless the preferred one is forced.
+    /// [`RESAMPLE_EVERY`] takes the other path unless the preferred one is forced, or is inline
+    /// for a job too short for any hop to pay ([`MIN_HOP_NS`]).
     #[cfg(test)]
     pub(crate) fn decide(
         &mut self,
@@ -229,7 +235,13 @@ impl CostModel {
         let decided = if forced || bucket.decisions % RESAMPLE_EVERY != 0 {
             route
         } else if route == Route::Inline {
-            Route::Offload
+            // `preferred` said inline, so the cost is known.
+            let cost = self.cost_ns(size).unwrap_or(f64::INFINITY);
+            if max_overhead * cost < MIN_HOP_NS {
+                Route::Inline
+            } else {
+                Route::Offload
+            }
         } else {
             Route::Inline
         };
@@ -428,6 +440,28 @@ mod tests {
             m.observe_cost(small, 13 * US, BUDGET);
         }
         assert_eq!(decide(&mut m, small), Route::Inline);
+    }
+
+    /// A 4 KB page's render: ~1.5 us, so even a hop of [`MIN_HOP_NS`] is over 10% of it. It is
+    /// not sent to the pool to measure the hop again; a 5 us job still is, one time in 64.
+    #[test]
+    fn a_job_too_short_for_any_hop_is_not_resampled() {
+        let mut m = CostModel::default();
+        for _ in 0..20 {
+            m.observe_hop(None, 2 * US);
+        }
+        let (short, long) = (Some(10), Some(100_000));
+        for _ in 0..20 {
+            m.observe_cost(short, Duration::from_nanos(1_500), BUDGET);
+            m.observe_cost(long, 5 * US, BUDGET);
+        }
+        assert_eq!(routes(&mut m, short, 640), (640, 0));
+        assert_eq!(routes(&mut m, long, 640), (630, 10));
+        // If the short job grows, the resamples come back.
+        for _ in 0..50 {
+            m.observe_cost(short, 4 * US, BUDGET);
+        }
+        assert_eq!(routes(&mut m, short, 640).1, 10);
     }
 
     #[test]

@@ -51,6 +51,14 @@ fn gated(value: u32) -> (Gate, impl FnOnce() -> u32 + Send + 'static) {
     (Gate { open: tx, started }, job)
 }
 
+/// Spins for `d`: a job of a known cost.
+fn busy(d: Duration) {
+    let t = Instant::now();
+    while t.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
 fn on_pool_thread() -> bool {
     std::thread::current()
         .name()
@@ -449,9 +457,10 @@ async fn a_resample_does_not_wait_behind_a_busy_pool() {
     for _ in 0..60 {
         cheap.observe(None, 5 * us, Some(2 * us));
     }
-    // Idle pool: among 4096 jobs, resamples (one in 64 full decisions) go to the pool.
+    // Idle pool: among 4096 jobs, resamples (one in 64 full decisions) go to the pool. The jobs
+    // take 5 us: a job too short for any hop to pay is never resampled.
     for _ in 0..4096 {
-        p.run(&cheap, None, || ()).await.unwrap();
+        p.run(&cheap, None, move || busy(5 * us)).await.unwrap();
     }
     let idle = cheap.snapshot().offloaded;
     assert!(idle > 0, "no resample reached the pool");
@@ -462,7 +471,11 @@ async fn a_resample_does_not_wait_behind_a_busy_pool() {
     let held = spawn_run(&p, &blocker, job);
     until("the blocker started", || gate.started()).await;
     for _ in 0..4096 {
-        assert!(!p.run(&cheap, None, on_pool_thread).await.unwrap());
+        let job = move || {
+            busy(5 * us);
+            on_pool_thread()
+        };
+        assert!(!p.run(&cheap, None, job).await.unwrap());
     }
     assert_eq!(
         cheap.snapshot().offloaded,
