@@ -3,6 +3,22 @@
 
 use super::*;
 
+/// A connection whose open transaction holds `id` in `schema`'s events (an uncommitted row):
+/// an append of an event with that id waits on the unique index until it ends. Keep it alive.
+async fn hold_event_id(url: &str, schema: &str, id: Uuid) -> tokio_postgres::Client {
+    let blocker = raw_client(url, Some(schema)).await;
+    blocker.batch_execute("BEGIN").await.unwrap();
+    blocker
+        .execute(
+            "INSERT INTO events (position, stream_no, stream_id, version, event_id, event_type, data, metadata) \
+             VALUES (-1, -1, 'blocker', 0, $1, 'B', '{}', '{}')",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    blocker
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_killed_connection_mid_append_leaves_nothing() {
     let _turn = XMIN_HOLDERS.lock().await;
@@ -13,16 +29,7 @@ async fn postgres_killed_connection_mid_append_leaves_nothing() {
         let last_id = batch.last().unwrap().id;
         // Another transaction holds the last event's id, uncommitted: the append inserts 4 999
         // rows and then waits on the unique index. Then its backend is killed.
-        let blocker = raw_client(&ctx.url, Some(&schema)).await;
-        blocker.batch_execute("BEGIN").await.unwrap();
-        blocker
-            .execute(
-                "INSERT INTO events (position, stream_no, stream_id, version, event_id, event_type, data, metadata) \
-                 VALUES (-1, -1, 'blocker', 0, $1, 'B', '{}', '{}')",
-                &[&last_id],
-            )
-            .await
-            .unwrap();
+        let blocker = hold_event_id(&ctx.url, &schema, last_id).await;
         let store = s.clone();
         let append = tokio::spawn(async move { store.append("killed", ExpectedVersion::NoStream, batch).await });
         let killer = raw_client(&ctx.url, None).await;
@@ -334,16 +341,7 @@ async fn postgres_killed_group_commit_leaves_nothing_half_written() {
         let batches: Vec<Vec<EventData>> = (0..APPENDS).map(|_| events(50)).collect();
         // Another transaction holds the last id of the last append, uncommitted.
         let blocked_id = batches[APPENDS - 1][49].id;
-        let blocker = raw_client(&ctx.url, Some(&schema)).await;
-        blocker.batch_execute("BEGIN").await.unwrap();
-        blocker
-            .execute(
-                "INSERT INTO events (position, stream_no, stream_id, version, event_id, event_type, data, metadata) \
-                 VALUES (-1, -1, 'blocker', 0, $1, 'B', '{}', '{}')",
-                &[&blocked_id],
-            )
-            .await
-            .unwrap();
+        let blocker = hold_event_id(&ctx.url, &schema, blocked_id).await;
         let tasks: Vec<_> = batches
             .iter()
             .enumerate()
