@@ -370,31 +370,56 @@ fn broken_page(error: &str, req: &Request) -> Response {
         .with_header("content-type", "text/html; charset=utf-8")
 }
 
-/// The answer to a page whose render failed. Its assigns come from the query string, so a
-/// failure on a value (a number where a list was due, a loop too long) with a query is the
-/// client's: 400. Anything else is the site's: 500. Either way the body is one short line; the
-/// full error, with the template's name, line and source, goes to the log only.
+/// The answer to a page whose render failed. A page's assigns come from the query string (over
+/// its data file), so a failure the request's query explains is the client's: 400 when the query
+/// does not decode (its pairs are skipped, so the page saw those values missing), when the page
+/// reads an assign neither gives (`/blah` without `?iters=`), or when a query value does not fit
+/// (a number where a list was due, a loop too long). Anything else is the site's: 500. Either way
+/// the body is one short line; the full error, with the template's name, line and source, goes
+/// to the log only.
 pub(crate) fn render_failed(e: &galleon_template::Error, req: Option<&Request>) -> Response {
-    let from_query = req.is_some_and(|r| !r.query().is_empty())
-        && matches!(
-            e.kind(),
-            ErrorKind::TypeMismatch
-                | ErrorKind::UnknownKey
-                | ErrorKind::Arithmetic
-                | ErrorKind::Limit
-                | ErrorKind::Data
-        );
     let target = req.map_or("/", |r| r.target());
-    if from_query {
+    let query = req.map_or("", |r| r.query());
+    let on_values = matches!(
+        e.kind(),
+        ErrorKind::UnknownAssign
+            | ErrorKind::TypeMismatch
+            | ErrorKind::UnknownKey
+            | ErrorKind::Arithmetic
+            | ErrorKind::Limit
+            | ErrorKind::Data
+    );
+    let why = if !on_values || req.is_none() {
+        None
+    } else if !query.is_empty() && !query_decodes(query) {
+        tracing::info!(target, error = %e, "page refused: its query string does not decode");
+        Some("the query string is malformed")
+    } else if e.kind() == ErrorKind::UnknownAssign {
+        // Also what a template naming an assign nobody gives looks like: warned, not hidden.
+        tracing::warn!(target, error = %e, "page refused: the request lacks a value the page reads");
+        Some("this page needs a query value the request does not give")
+    } else if !query.is_empty() {
         tracing::info!(target, error = %e, "page refused: its query values do not fit");
-        Response::error(
-            StatusCode::BAD_REQUEST,
-            "the query's values do not fit this page",
-        )
+        Some("the query's values do not fit this page")
     } else {
-        tracing::error!(target, error = %e, "page render failed");
-        Response::error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+        None
+    };
+    match why {
+        Some(why) => Response::error(StatusCode::BAD_REQUEST, why),
+        None => {
+            tracing::error!(target, error = %e, "page render failed");
+            Response::error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+        }
     }
+}
+
+/// Whether every name and value of `query` percent-decodes to UTF-8 (what
+/// [`Request::query_value`] needs to see a pair at all).
+fn query_decodes(query: &str) -> bool {
+    galleon_http::split_query(query).all(|(k, v)| {
+        galleon_http::percent_decode(k, true).is_some()
+            && galleon_http::percent_decode(v, true).is_some()
+    })
 }
 
 #[cfg(test)]

@@ -111,6 +111,24 @@ fn pages_index_static_files_and_404s() {
         assert!(!body.contains("0x"), "{bad}: address shown: {body}");
     }
     assert_eq!(c.get("/blah?iters=2", &[]).unwrap().status, 200);
+    // Regression: a query that does not percent-decode, or a page's value missing from the
+    // query, made a 500 ("unknown assign"): the client's request, so a 400 saying which.
+    let malformed = "400 the query string is malformed";
+    let missing = "400 this page needs a query value the request does not give";
+    for (bad, why) in [
+        ("/blah?iters=%zz", malformed),
+        ("/blah?iters=%ff", malformed),
+        ("/blah?it%zers=2", malformed),
+        ("/compiled/blah?iters=%zz", malformed),
+        ("/blah", missing),
+        ("/blah?x=1", missing),
+        ("/compiled/blah", missing),
+    ] {
+        let r = c.get(bad, &[]).unwrap();
+        assert_eq!((r.status, r.text().trim()), (400, why), "{bad}");
+    }
+    // A malformed pair the page does not need is skipped, as before.
+    assert_eq!(c.get("/blah?x=%zz&iters=2", &[]).unwrap().status, 200);
 }
 
 /// `--full-body-max` and the template limits reach the pages: a page over the bound is streamed
