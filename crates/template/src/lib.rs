@@ -109,6 +109,10 @@
 //!   (galleon keeps it; `Enum.at` is the portable spelling).
 //! - **`length` also counts a string's code points and a map's entries**; Elixir's `length`
 //!   takes lists only.
+//! - **`for` over `first..last` with `first > last` runs no iteration**: `for i <- 1..@n` with
+//!   `@n = 0` renders nothing, which is what such a loop means; Elixir counts down (`[1, 0]`), a
+//!   behaviour its `Range` docs deprecate in favour of an explicit `first..last//-1`. Elsewhere
+//!   (`Enum` functions, `in`) a range with `first > last` counts down as in Elixir.
 //! - **An empty tag (`<%= %>`) and single-quoted charlists (`'abc'`) are errors**: both are
 //!   typos far more often than intended (EEx outputs nothing, and the bytes of the charlist).
 //! - Maps have string keys: `m.key`, `m[:key]` and `m["key"]` all find the key `"key"` (an

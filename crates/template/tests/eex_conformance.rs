@@ -67,6 +67,10 @@ const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
         "single-quoted charlists are an error (EEx outputs them as bytes)",
     ),
     (
+        "for_decreasing_range",
+        "`for` over `first..last` with first > last runs no iteration (Elixir counts down, which its Range docs deprecate)",
+    ),
+    (
         "kernel_length_string",
         "`length` also counts a string's code points and a map's entries (Elixir: lists only)",
     ),

@@ -349,7 +349,8 @@ pub fn iter_from<T: Iterate + ?Sized>(x: &T, skip: usize) -> T::Iter<'_> {
     it
 }
 
-/// `first..last` in a `for`: counted upwards, empty when `first > last` (as in the engine).
+/// `first..last` in a `for`: counted upwards, empty when `first > last` (as in the engine; a
+/// deliberate difference from Elixir, see the crate docs).
 pub fn range(first: Scalar<'_>, last: Scalar<'_>) -> Result<std::ops::RangeInclusive<i64>, Error> {
     let bound = |s: Scalar<'_>| match s {
         Scalar::Int(i) => Ok(i),
