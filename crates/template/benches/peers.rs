@@ -1,7 +1,7 @@
 //! galleon against sailfish, askama, tera 2 and minijinja, in the same groups, on the
 //! template-benchmarks-rs "big-table" (100x100 integers) and "teams" templates: render to bytes,
-//! and render-and-send of the big table and of the site's 410 KB Blah page over loopback TCP to
-//! a reader that discards.
+//! and render-and-send of the big table, of a 407 KB big table (370 rows) and of the site's
+//! 410 KB Blah page over loopback TCP to a reader that discards.
 //!
 //! `cargo bench -p galleon-template --features peers --bench peers`. Before timing, every row's
 //! output is checked byte for byte against galleon's. At the end it prints each row's time as a
@@ -443,22 +443,123 @@ fn send_blah(c: &mut Criterion) {
             }),
         ),
     ];
+    send_group(c, "send-blah-400k", &mut rows, &mut sock);
+}
+
+/// Rows of the ~400 KB table: [`TABLE_400K_ROWS`] rows of the big table's 100 columns.
+const TABLE_400K_ROWS: usize = 370;
+
+/// Render-and-send of a ~400 KB page whose render matters: the big table's template with 370
+/// rows (407 KB of `<td>` cells, every one a value), where the Blah page is one static block
+/// repeated, so its row measures little but the kernel's copy. galleon's two paths hand their
+/// list to the vectored writer (default policy); sailfish and askama render a `String` and
+/// write it. Outputs are checked byte for byte first.
+fn send_table_400k(c: &mut Criterion, p: &Peers) {
+    let table: Vec<Vec<usize>> = (0..TABLE_400K_ROWS)
+        .map(|_| (0..common::TABLE_SIZE).collect())
+        .collect();
+    let mut assigns = galleon_template::Assigns::new();
+    assigns.insert(
+        "table",
+        galleon_template::Value::list(table.iter().map(|r| {
+            galleon_template::Value::list(r.iter().map(|&c| galleon_template::Value::Int(c as i64)))
+        })),
+    );
+    let compiled = CompiledBigTable {
+        table: table.clone(),
+    };
+    let runtime_bytes = p
+        .galleon
+        .render("big-table.html.eex", &assigns)
+        .unwrap()
+        .to_vec();
+    assert!(
+        runtime_bytes.len() > 400_000,
+        "{} bytes",
+        runtime_bytes.len()
+    );
+    assert_eq!(
+        compiled.render().unwrap().to_vec(),
+        runtime_bytes,
+        "compiled table"
+    );
+    assert_eq!(
+        BigTable { table: &table }.render_once().unwrap().as_bytes(),
+        runtime_bytes,
+        "sailfish table"
+    );
+    assert_eq!(
+        askama::Template::render(&AskamaBigTable { table: &table })
+            .unwrap()
+            .as_bytes(),
+        runtime_bytes,
+        "askama table"
+    );
+    let mut sock = common::loopback_sink();
+    let (mut w1, mut w2) = (
+        IoWriter::new(WritePolicy::default()),
+        IoWriter::new(WritePolicy::default()),
+    );
+    let mut rows: Vec<(&str, SendRow<'_>)> = vec![
+        (
+            "galleon",
+            Box::new(|sock| {
+                let page = p.galleon.render("big-table.html.eex", &assigns).unwrap();
+                w1.write_all(sock, &page).unwrap();
+            }),
+        ),
+        (
+            "galleon-compiled",
+            Box::new(|sock| {
+                let page = compiled.render().unwrap();
+                w2.write_all(sock, &page).unwrap();
+            }),
+        ),
+        (
+            "sailfish",
+            Box::new(|sock| {
+                let page = BigTable { table: &table }.render_once().unwrap();
+                sock.write_all(page.as_bytes()).unwrap();
+            }),
+        ),
+        (
+            "askama",
+            Box::new(|sock| {
+                let page = askama::Template::render(&AskamaBigTable { table: &table }).unwrap();
+                sock.write_all(page.as_bytes()).unwrap();
+            }),
+        ),
+    ];
+    send_group(c, "send-table-400k", &mut rows, &mut sock);
+}
+
+/// Times a render-and-send group: with criterion, or interleaved ([`ab_send`]) when `AB` is set
+/// and `AB_GROUP` names it (`AB` set for another group: not at all).
+fn send_group(
+    c: &mut Criterion,
+    group: &str,
+    rows: &mut [(&str, SendRow<'_>)],
+    sock: &mut TcpStream,
+) {
     if let Some(rounds) = ab_rounds() {
-        ab_send("send-blah-400k", &mut rows, &mut sock, rounds);
+        if std::env::var("AB_GROUP").is_ok_and(|g| g == group) {
+            ab_send(group, rows, sock, rounds);
+        }
         return;
     }
-    let mut g = c.benchmark_group("send-blah-400k");
-    for (name, f) in &mut rows {
-        g.bench_function(*name, |b| b.iter(|| f(&mut sock)));
+    let mut g = c.benchmark_group(group);
+    for (name, f) in rows.iter_mut() {
+        g.bench_function(*name, |b| b.iter(|| f(sock)));
     }
     g.finish();
 }
 
-/// [`ab`] for a render-and-send group (`AB_GROUP=send-blah-400k`): rounds of 200 sends per row,
-/// the rows' order rotating each round; each row's minimum, 10th percentile and median per send,
-/// then every other row's per-round time as a multiple of the first row's (galleon): the median
-/// and range over rounds, and in how many rounds it was the faster. A send's time moves with the
-/// kernel and the reader thread by more than the rows differ; within a round they move together.
+/// [`ab`] for a render-and-send group (`AB_GROUP=send-blah-400k` or `send-table-400k`): rounds
+/// of 200 sends per row, the rows' order rotating each round; each row's minimum, 10th
+/// percentile and median per send, then every other row's per-round time as a multiple of the
+/// first row's (galleon): the median and range over rounds, and in how many rounds it was the
+/// faster. A send's time moves with the kernel and the reader thread by more than the rows
+/// differ; within a round they move together.
 fn ab_send(group: &str, rows: &mut [(&str, SendRow<'_>)], sock: &mut TcpStream, rounds: u32) {
     const BATCH: u32 = 200;
     let n = rows.len();
@@ -551,7 +652,7 @@ fn render_group(c: &mut Criterion, group: &str, rows: &[(&str, RenderRow<'_>)]) 
 /// interleaved, and prints each row's minimum, 10th percentile and median per render: on a
 /// shared machine a minimum over rounds moves less with other load than criterion's estimate.
 /// The rows do what criterion times; only the clock around them differs. `AB_GROUP=send-blah-400k`
-/// times that render-and-send group the same way ([`ab_send`]).
+/// or `send-table-400k` times that render-and-send group the same way ([`ab_send`]).
 fn ab_rounds() -> Option<u32> {
     std::env::var("AB").ok()?.parse().ok()
 }
@@ -649,7 +750,13 @@ fn print_ratios() {
         head.push_str(&format!(" {name:>16}"));
     }
     println!("{head}");
-    for group in ["big-table", "teams", "send-big-table", "send-blah-400k"] {
+    for group in [
+        "big-table",
+        "teams",
+        "send-big-table",
+        "send-blah-400k",
+        "send-table-400k",
+    ] {
         let Some(base) = mean_ns(group, "galleon") else {
             continue;
         };
@@ -674,10 +781,8 @@ fn main() {
     if let Some((row, _)) = only() {
         panic!("CG: no render row {row}");
     }
-    if ab_rounds().is_some() && std::env::var("AB_GROUP").as_deref() != Ok("send-blah-400k") {
-        return;
-    }
     send_blah(&mut c);
+    send_table_400k(&mut c, &p);
     if ab_rounds().is_some() {
         return;
     }
