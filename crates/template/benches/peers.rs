@@ -266,7 +266,7 @@ fn big_table(c: &mut Criterion, p: &Peers) {
         ),
     ];
     render_group(c, "big-table", &rows);
-    if only().is_some() || ab_rounds().is_some() {
+    if only().is_some() {
         return;
     }
 
@@ -274,57 +274,22 @@ fn big_table(c: &mut Criterion, p: &Peers) {
     // reader discards it: galleon hands its list to the vectored writer (no copy), the others
     // write their string.
     let mut sock = common::loopback_sink();
-    let mut writer = IoWriter::new(WritePolicy::default());
-    let mut compiled_writer = IoWriter::new(WritePolicy::default());
-    let mut rows: Vec<(&str, SendRow<'_>)> = vec![
-        (
-            "galleon",
-            Box::new(|sock| {
-                let page = p.galleon.render("big-table.html.eex", &assigns).unwrap();
-                writer.write_all(sock, &page).unwrap();
-            }),
-        ),
-        (
-            "galleon-compiled",
-            Box::new(|sock| {
-                let page = compiled_table.render().unwrap();
-                compiled_writer.write_all(sock, &page).unwrap();
-            }),
-        ),
-        (
-            "sailfish",
-            Box::new(|sock| {
-                let page = BigTable { table: &table }.render_once().unwrap();
-                sock.write_all(page.as_bytes()).unwrap();
-            }),
-        ),
-        (
-            "askama",
-            Box::new(|sock| {
-                let page = askama::Template::render(&AskamaBigTable { table: &table }).unwrap();
-                sock.write_all(page.as_bytes()).unwrap();
-            }),
-        ),
-        (
-            "tera",
-            Box::new(|sock| {
-                let page = p.tera.render("big-table.html", &tctx).unwrap();
-                sock.write_all(page.as_bytes()).unwrap();
-            }),
-        ),
-        (
-            "minijinja",
-            Box::new(|sock| {
-                let page = tmpl.render(&mctx).unwrap();
-                sock.write_all(page.as_bytes()).unwrap();
-            }),
-        ),
-    ];
-    let mut g = c.benchmark_group("send-big-table");
-    for (name, f) in &mut rows {
-        g.bench_function(*name, |b| b.iter(|| f(&mut sock)));
-    }
-    g.finish();
+    let mut rows = table_send_rows(p, &assigns, &compiled_table, &table);
+    rows.push((
+        "tera",
+        Box::new(|sock| {
+            let page = p.tera.render("big-table.html", &tctx).unwrap();
+            sock.write_all(page.as_bytes()).unwrap();
+        }),
+    ));
+    rows.push((
+        "minijinja",
+        Box::new(|sock| {
+            let page = tmpl.render(&mctx).unwrap();
+            sock.write_all(page.as_bytes()).unwrap();
+        }),
+    ));
+    send_group(c, "send-big-table", &mut rows, &mut sock);
 }
 
 fn teams_group(c: &mut Criterion, p: &Peers) {
@@ -496,41 +461,51 @@ fn send_table_400k(c: &mut Criterion, p: &Peers) {
         "askama table"
     );
     let mut sock = common::loopback_sink();
-    let (mut w1, mut w2) = (
-        IoWriter::new(WritePolicy::default()),
-        IoWriter::new(WritePolicy::default()),
-    );
-    let mut rows: Vec<(&str, SendRow<'_>)> = vec![
+    let mut rows = table_send_rows(p, &assigns, &compiled, &table);
+    send_group(c, "send-table-400k", &mut rows, &mut sock);
+}
+
+/// The render-and-send rows of a big table every group with one has: galleon's runtime engine
+/// and compiled path handing their list to the vectored writer (default policy), sailfish and
+/// askama writing their `String`.
+fn table_send_rows<'a>(
+    p: &'a Peers,
+    assigns: &'a galleon_template::Assigns,
+    compiled: &'a CompiledBigTable,
+    table: &'a [Vec<usize>],
+) -> Vec<(&'static str, SendRow<'a>)> {
+    let mut runtime_writer = IoWriter::new(WritePolicy::default());
+    let mut compiled_writer = IoWriter::new(WritePolicy::default());
+    vec![
         (
             "galleon",
-            Box::new(|sock| {
-                let page = p.galleon.render("big-table.html.eex", &assigns).unwrap();
-                w1.write_all(sock, &page).unwrap();
+            Box::new(move |sock| {
+                let page = p.galleon.render("big-table.html.eex", assigns).unwrap();
+                runtime_writer.write_all(sock, &page).unwrap();
             }),
         ),
         (
             "galleon-compiled",
-            Box::new(|sock| {
+            Box::new(move |sock| {
                 let page = compiled.render().unwrap();
-                w2.write_all(sock, &page).unwrap();
+                compiled_writer.write_all(sock, &page).unwrap();
             }),
         ),
         (
             "sailfish",
-            Box::new(|sock| {
-                let page = BigTable { table: &table }.render_once().unwrap();
+            Box::new(move |sock| {
+                let page = BigTable { table }.render_once().unwrap();
                 sock.write_all(page.as_bytes()).unwrap();
             }),
         ),
         (
             "askama",
-            Box::new(|sock| {
-                let page = askama::Template::render(&AskamaBigTable { table: &table }).unwrap();
+            Box::new(move |sock| {
+                let page = askama::Template::render(&AskamaBigTable { table }).unwrap();
                 sock.write_all(page.as_bytes()).unwrap();
             }),
         ),
-    ];
-    send_group(c, "send-table-400k", &mut rows, &mut sock);
+    ]
 }
 
 /// Times a render-and-send group: with criterion, or interleaved ([`ab_send`]) when `AB` is set
@@ -554,12 +529,12 @@ fn send_group(
     g.finish();
 }
 
-/// [`ab`] for a render-and-send group (`AB_GROUP=send-blah-400k` or `send-table-400k`): rounds
-/// of 200 sends per row, the rows' order rotating each round; each row's minimum, 10th
-/// percentile and median per send, then every other row's per-round time as a multiple of the
-/// first row's (galleon): the median and range over rounds, and in how many rounds it was the
-/// faster. A send's time moves with the kernel and the reader thread by more than the rows
-/// differ; within a round they move together.
+/// [`ab`] for a render-and-send group (`AB_GROUP=send-big-table`, `send-blah-400k` or
+/// `send-table-400k`): rounds of 200 sends per row, the rows' order rotating each round; each
+/// row's minimum, 10th percentile and median per send, then every other row's per-round time as
+/// a multiple of the first row's (galleon): the median and range over rounds, and in how many
+/// rounds it was the faster. A send's time moves with the kernel and the reader thread by more
+/// than the rows differ; within a round they move together.
 fn ab_send(group: &str, rows: &mut [(&str, SendRow<'_>)], sock: &mut TcpStream, rounds: u32) {
     const BATCH: u32 = 200;
     let n = rows.len();
@@ -651,8 +626,9 @@ fn render_group(c: &mut Criterion, group: &str, rows: &[(&str, RenderRow<'_>)]) 
 /// check, times the group's rows in rounds of 1,000 renders (10 for big-table), the rows
 /// interleaved, and prints each row's minimum, 10th percentile and median per render: on a
 /// shared machine a minimum over rounds moves less with other load than criterion's estimate.
-/// The rows do what criterion times; only the clock around them differs. `AB_GROUP=send-blah-400k`
-/// or `send-table-400k` times that render-and-send group the same way ([`ab_send`]).
+/// The rows do what criterion times; only the clock around them differs. A render-and-send
+/// group (`send-big-table`, `send-blah-400k`, `send-table-400k`) is timed the same way
+/// ([`ab_send`]).
 fn ab_rounds() -> Option<u32> {
     std::env::var("AB").ok()?.parse().ok()
 }
