@@ -395,8 +395,9 @@ pub(crate) fn render_failed(e: &galleon_template::Error, req: Option<&Request>) 
         tracing::info!(target, error = %e, "page refused: its query string does not decode");
         Some("the query string is malformed")
     } else if e.kind() == ErrorKind::UnknownAssign {
-        // Also what a template naming an assign nobody gives looks like: warned, not hidden.
-        tracing::warn!(target, error = %e, "page refused: the request lacks a value the page reads");
+        // Also what a template naming an assign nobody gives looks like; logged, like every
+        // client refusal, at info, so clients cannot fill the default (warn) log.
+        tracing::info!(target, error = %e, "page refused: the request lacks a value the page reads");
         Some("this page needs a query value the request does not give")
     } else if !query.is_empty() {
         tracing::info!(target, error = %e, "page refused: its query values do not fit");
