@@ -16,6 +16,28 @@ const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 /// Most header lines in a response head.
 const MAX_RESPONSE_HEADERS: usize = 100;
 
+/// `reader.read(buf)`, retried while it fails with `Interrupted`.
+///
+/// On Linux a blocking read of a socket with a read timeout fails with `EINTR` when the process
+/// is stopped and continued (a debugger, a cgroup freezer on a CI machine), with no signal handler
+/// installed (signal(7)); `Read::read` passes that up, `read_exact` alone retries.
+///
+/// # Examples
+///
+/// ```
+/// let mut input: &[u8] = b"abc";
+/// let mut buf = [0u8; 8];
+/// assert_eq!(galleon_client::read_some(&mut input, &mut buf).unwrap(), 3);
+/// ```
+pub fn read_some(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match reader.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
 /// A response as the client read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientResponse {
@@ -245,7 +267,7 @@ impl Client {
 
     fn read_more(&mut self) -> io::Result<()> {
         let mut chunk = [0u8; 64 * 1024];
-        let n = self.stream.read(&mut chunk)?;
+        let n = read_some(&mut self.stream, &mut chunk)?;
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,

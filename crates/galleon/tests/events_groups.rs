@@ -6,7 +6,7 @@
 mod serve_support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -52,7 +52,7 @@ impl Member {
     fn read_for(&mut self, wait: Duration) {
         self.sock.set_read_timeout(Some(wait)).unwrap();
         let mut buf = [0u8; 16 * 1024];
-        match self.sock.read(&mut buf) {
+        match galleon_client::read_some(&mut self.sock, &mut buf) {
             Ok(n) => self.raw.extend_from_slice(&buf[..n]),
             Err(e)
                 if matches!(

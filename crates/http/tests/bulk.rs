@@ -197,7 +197,7 @@ fn shutdown_closes_a_download_the_bulk_writers_still_hold() {
     let mut buf = vec![0u8; 256 * 1024];
     let mut got = 0;
     while got < 256 * 1024 {
-        got += c.read(&mut buf).unwrap();
+        got += galleon_client::read_some(&mut c, &mut buf).unwrap();
     }
     s.begin_stop();
     let started = Instant::now();
@@ -214,7 +214,7 @@ fn read_to_close_bytes(c: &mut std::net::TcpStream) -> usize {
     let mut buf = vec![0u8; 1 << 20];
     let mut n = 0;
     loop {
-        match c.read(&mut buf) {
+        match galleon_client::read_some(c, &mut buf) {
             Ok(0) | Err(_) => return n,
             Ok(k) => n += k,
         }
@@ -232,7 +232,7 @@ fn event_streams_on_the_bulk_writers_end_at_shutdown() {
     let mut got = String::new();
     let mut buf = [0u8; 1024];
     while !got.contains("hello") {
-        let n = c.read(&mut buf).unwrap();
+        let n = galleon_client::read_some(&mut c, &mut buf).unwrap();
         assert!(n > 0, "closed early: {got}");
         got.push_str(&String::from_utf8_lossy(&buf[..n]));
     }

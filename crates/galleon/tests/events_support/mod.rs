@@ -2,7 +2,7 @@
 //! calls, and a raw server-sent-events subscriber that decodes the chunked body as it arrives.
 #![allow(dead_code, unreachable_pub)]
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -154,7 +154,7 @@ impl Subscriber {
         );
         self.sock.set_read_timeout(Some(left)).unwrap();
         let mut buf = [0u8; 16 * 1024];
-        match self.sock.read(&mut buf) {
+        match galleon_client::read_some(&mut self.sock, &mut buf) {
             Ok(0) => false,
             Ok(n) => {
                 self.raw.extend_from_slice(&buf[..n]);

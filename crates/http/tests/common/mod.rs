@@ -1,7 +1,7 @@
 //! Shared test helpers: a server on its own thread and runtime, raw-socket clients, a test router.
 #![allow(dead_code, unreachable_pub)]
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -161,7 +161,7 @@ pub fn read_to_close(s: &mut TcpStream) -> String {
     let mut out = Vec::new();
     let mut buf = [0u8; 65536];
     loop {
-        match s.read(&mut buf) {
+        match galleon_client::read_some(s, &mut buf) {
             Ok(0) => break,
             Ok(n) => out.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,

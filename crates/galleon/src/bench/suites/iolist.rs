@@ -5,7 +5,6 @@
 //! sending thread's CPU time per KiB sent (steadier than wall time on a shared machine), as in
 //! `cargo bench -p galleon-iolist`, whose sweeps this does not repeat.
 
-use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::sync::mpsc;
 use std::thread;
@@ -74,7 +73,7 @@ impl Sink {
                 while let Ok(mut left) = want_rx.recv() {
                     let mut result = Ok(());
                     while left > 0 {
-                        match s.read(&mut buf) {
+                        match galleon_client::read_some(&mut s, &mut buf) {
                             Ok(0) => {
                                 result = Err(std::io::ErrorKind::UnexpectedEof.into());
                                 break;
