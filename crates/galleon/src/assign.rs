@@ -1,7 +1,32 @@
 //! Assign values given as text (a query string's `?iters=10`, `galleon render -a iters=10`): JSON
 //! where the text parses as JSON, else the text as a string. One rule for the site and the CLI.
 
+use galleon_http::Request;
 use galleon_template::Value;
+
+/// A query pair that did not percent-decode: it may have been the one the page asked for.
+#[derive(Debug)]
+pub(crate) struct Undecodable;
+
+/// The request's query value for `name`, read by [`parse_value`]; `Err` when the query has no
+/// such pair and some pair of it does not percent-decode, so that a page refuses the request
+/// rather than fall back to a default or its data file (`/doom?iters=%zz` is not a 30 GB `/doom`).
+pub(crate) fn from_query(req: &Request, name: &str) -> Result<Option<Value>, Undecodable> {
+    match req.query_value(name) {
+        Some(v) => Ok(Some(parse_value(&v))),
+        None if query_decodes(req.query()) => Ok(None),
+        None => Err(Undecodable),
+    }
+}
+
+/// Whether every name and value of `query` percent-decodes to UTF-8 (what
+/// [`Request::query_value`] needs to see a pair at all).
+pub(crate) fn query_decodes(query: &str) -> bool {
+    galleon_http::split_query(query).all(|(k, v)| {
+        galleon_http::percent_decode(k, true).is_some()
+            && galleon_http::percent_decode(v, true).is_some()
+    })
+}
 
 /// A query value as an assign: JSON where it parses (`10`, `true`, `[1,2]`, `"x"`), else the
 /// string itself. Plain integers, the common case (`?iters=10`), skip the JSON parser; the

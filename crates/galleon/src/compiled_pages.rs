@@ -118,10 +118,10 @@ pub(crate) fn routes(router: Router, dir: &Path, options: &SiteOptions) -> anyho
         .get("/compiled/teams", page(teams_page)))
 }
 
-/// A query value, read as the runtime pages read it (JSON where it parses).
-fn query(req: &Request, name: &str) -> Option<Value> {
-    req.query_value(name)
-        .map(|v| crate::assign::parse_value(&v))
+/// A query value, read as the runtime pages read it (JSON where it parses); a query that does
+/// not decode is the runtime page's error too, never a fallback to a default.
+fn query(req: &Request, name: &str) -> Result<Option<Value>, Error> {
+    crate::assign::from_query(req, name).map_err(|_| missing(name))
 }
 
 /// An assign that is neither in the query nor in a data file: the runtime page's error.
@@ -142,22 +142,22 @@ fn respond<T: Template + Send + 'static>(data: &Data, t: T) -> Result<Response, 
 }
 
 fn blah(data: &Data, req: &Request) -> Result<Response, Error> {
-    let iters = query(req, "iters").ok_or_else(|| missing("iters"))?;
+    let iters = query(req, "iters")?.ok_or_else(|| missing("iters"))?;
     respond(data, Blah { iters })
 }
 
 fn blah_split(data: &Data, req: &Request) -> Result<Response, Error> {
-    let iters = query(req, "iters").ok_or_else(|| missing("iters"))?;
+    let iters = query(req, "iters")?.ok_or_else(|| missing("iters"))?;
     respond(data, BlahSplit { iters })
 }
 
 fn doom(data: &Data, req: &Request) -> Result<Response, Error> {
-    let iters = query(req, "iters").unwrap_or(Value::Int(DOOM_DEFAULT_ITERS));
+    let iters = query(req, "iters")?.unwrap_or(Value::Int(DOOM_DEFAULT_ITERS));
     respond(data, Doom { iters })
 }
 
 fn big_table_page(data: &Data, req: &Request) -> Result<Response, Error> {
-    let table = match (query(req, "table"), &data.big_table) {
+    let table = match (query(req, "table")?, &data.big_table) {
         (Some(v), _) => {
             Arc::new(table(&v).ok_or_else(|| mismatch("`@table` must be a list of lists"))?)
         }
@@ -168,12 +168,12 @@ fn big_table_page(data: &Data, req: &Request) -> Result<Response, Error> {
 }
 
 fn teams_page(data: &Data, req: &Request) -> Result<Response, Error> {
-    let year = match (query(req, "year"), &data.teams) {
+    let year = match (query(req, "year")?, &data.teams) {
         (Some(v), _) => v,
         (None, Some((a, _))) => a.get("year").cloned().ok_or_else(|| missing("year"))?,
         (None, None) => return Err(missing("year")),
     };
-    let teams = match (query(req, "teams"), &data.teams) {
+    let teams = match (query(req, "teams")?, &data.teams) {
         (Some(v), _) => Arc::new(
             teams(&v)
                 .ok_or_else(|| mismatch("`@teams` must be a list of maps with name and score"))?,

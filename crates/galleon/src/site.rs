@@ -272,9 +272,8 @@ fn assign(
                 .clone(),
         );
     }
-    let from_query = req
-        .query_value(name)
-        .map(|v| crate::assign::parse_value(&v));
+    // A query that does not decode gives no value, not a fallback: `render_failed` answers 400.
+    let from_query = crate::assign::from_query(req, name).ok()?;
     from_query
         .or_else(|| page.data.as_ref()?.get(name).cloned())
         .or_else(|| (page.page == "doom" && name == "iters").then_some(DOOM_DEFAULT_ITERS.into()))
@@ -391,7 +390,7 @@ pub(crate) fn render_failed(e: &galleon_template::Error, req: Option<&Request>) 
     );
     let why = if !on_values || req.is_none() {
         None
-    } else if !query.is_empty() && !query_decodes(query) {
+    } else if !query.is_empty() && !crate::assign::query_decodes(query) {
         tracing::info!(target, error = %e, "page refused: its query string does not decode");
         Some("the query string is malformed")
     } else if e.kind() == ErrorKind::UnknownAssign {
@@ -412,15 +411,6 @@ pub(crate) fn render_failed(e: &galleon_template::Error, req: Option<&Request>) 
             Response::error(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
         }
     }
-}
-
-/// Whether every name and value of `query` percent-decodes to UTF-8 (what
-/// [`Request::query_value`] needs to see a pair at all).
-fn query_decodes(query: &str) -> bool {
-    galleon_http::split_query(query).all(|(k, v)| {
-        galleon_http::percent_decode(k, true).is_some()
-            && galleon_http::percent_decode(v, true).is_some()
-    })
 }
 
 #[cfg(test)]

@@ -120,15 +120,43 @@ fn pages_index_static_files_and_404s() {
         ("/blah?iters=%ff", malformed),
         ("/blah?it%zers=2", malformed),
         ("/compiled/blah?iters=%zz", malformed),
+        // Regression: a value that does not decode made /doom fall back to its default, a
+        // 30 GB page; a page with a data file fell back the same way.
+        ("/doom?iters=%zz", malformed),
+        ("/doom?it%zers=1", malformed),
+        ("/compiled/doom?iters=%zz", malformed),
+        ("/teams?teams=%zz", malformed),
+        ("/compiled/teams?teams=%zz", malformed),
+        ("/compiled/big-table?table=%zz", malformed),
         ("/blah", missing),
         ("/blah?x=1", missing),
         ("/compiled/blah", missing),
     ] {
-        let r = c.get(bad, &[]).unwrap();
-        assert_eq!((r.status, r.text().trim()), (400, why), "{bad}");
+        // Bodies over 64 KiB fail the read: a page that fell back to a default would otherwise
+        // stream gigabytes into the test.
+        struct Capped(Vec<u8>);
+        impl Write for Capped {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                if self.0.len() + b.len() > 64 << 10 {
+                    return Err(std::io::Error::other("body over 64 KiB"));
+                }
+                self.0.extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut body = Capped(Vec::new());
+        let r = c
+            .request_to("GET", bad, &[], &mut body)
+            .unwrap_or_else(|e| panic!("{bad}: {e}"));
+        let text = String::from_utf8_lossy(&body.0);
+        assert_eq!((r.status, text.trim()), (400, why), "{bad}");
     }
     // A malformed pair the page does not need is skipped, as before.
     assert_eq!(c.get("/blah?x=%zz&iters=2", &[]).unwrap().status, 200);
+    assert_eq!(c.get("/doom?x=%zz&iters=2", &[]).unwrap().status, 200);
 }
 
 /// `--full-body-max` and the template limits reach the pages: a page over the bound is streamed
