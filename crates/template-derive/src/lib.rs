@@ -71,7 +71,42 @@ pub fn derive_template(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
     match expand(&input) {
         Ok(ts) => ts.into(),
-        Err(e) => e.to_compile_error().into(),
+        Err(e) => {
+            let error = e.to_compile_error();
+            let placeholder = placeholder_impl(&input);
+            quote!(#error #placeholder).into()
+        }
+    }
+}
+
+/// Beside a template's compile error, an impl of the trait that is never run (the error stops
+/// the build), so that the user sees that one error and not also "no method named `render`" at
+/// every call site (thiserror and serde do the same).
+fn placeholder_impl(input: &DeriveInput) -> proc_macro2::TokenStream {
+    let ident = &input.ident;
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    quote! {
+        #[allow(unused, clippy::all)]
+        const _: () = {
+            #[automatically_derived]
+            impl #impl_generics ::galleon_template::compiled::Template for #ident #ty_generics #where_clause {
+                const COPY_BELOW: usize = 0;
+                const SLOTS: usize = 0;
+
+                fn __run<const PAUSE: bool>(
+                    &self,
+                    _: &mut ::galleon_template::compiled::Out,
+                    _: &mut [usize],
+                    _: usize,
+                ) -> ::core::result::Result<bool, ::galleon_template::Error> {
+                    ::core::unreachable!("the template failed to compile")
+                }
+
+                fn __size_hint() -> &'static ::core::sync::atomic::AtomicUsize {
+                    ::core::unreachable!("the template failed to compile")
+                }
+            }
+        };
     }
 }
 
