@@ -55,7 +55,15 @@ impl Gen<'_> {
                     return Err(NotNative);
                 }
                 let m = member(key)?;
-                (quote! { (#x).#m }, Kind::Typed)
+                // Through `Option`s: `None` is `nil`, whose keys are the engine's error.
+                let base = self.located(
+                    e,
+                    quote! {{
+                        use ::galleon_template::compiled::{BaseAny as _, BaseOption as _};
+                        (&&::galleon_template::compiled::Probe(&(#x))).__base(#key)
+                    }},
+                );
+                (quote! { (#base).#m }, Kind::Typed)
             }
             ExprKind::Binary(
                 op @ (BinOp::Eq
@@ -141,8 +149,12 @@ impl Gen<'_> {
                 b,
             ) => self.comparison(e, *op, a, b)?,
             _ => {
+                // Scalars by their value, `Option`s of anything else by `None`, the rest true.
                 let (v, _) = self.value(e)?;
-                quote! { ::galleon_template::compiled::Truthy::truthy(&(#v)) }
+                quote! {{
+                    use ::galleon_template::compiled::{TruthyAny as _, TruthyOption as _, TruthyScalar as _};
+                    (&&&::galleon_template::compiled::Probe(&(#v))).__truthy()
+                }}
             }
         })
     }

@@ -18,7 +18,9 @@
 //! expressions: `@field`, variables, `a.key` (Rust field access), literals, `== != === !== <
 //! <= > >=` (Elixir's rules, via `compiled::ToScalar`), `not`, `!`, and `and or && ||` as
 //! conditions. Expressions without assigns or variables are rendered at build time by the
-//! engine and become static text.
+//! engine and become static text. An `Option` is `nil` when `None`: `if @user` tests it (any
+//! other non-scalar value, a struct or a list, is true, as in Elixir), and `@user.name` reads
+//! through it (on `None`, the engine's error: ``cannot read key `name` of nil``).
 //!
 //! Anything else (`case`, `cond`, arithmetic, string functions, partials, other patterns,
 //! several generators, `.key` or `for` on a field whose type mentions `Value` or `Map`) makes

@@ -287,6 +287,78 @@ fn type_errors_are_located_like_the_engines() {
     assert_eq!(e.to_string(), want.to_string());
 }
 
+// An `Option` of a struct: `if` tests it as `nil`, `.key` reads through it, and a key of `None`
+// is the engine's error at the same place.
+
+#[derive(Serialize, Clone)]
+struct Account {
+    email: String,
+    team: Option<Team>,
+}
+
+#[derive(Serialize, Clone)]
+struct Team {
+    name: String,
+}
+
+const OPTIONAL: &str = "<%= if @user do %>hi <%= @user.email %><%= if @user.team do %> of \
+<%= @user.team.name %><% end %><% else %>guest<% end %>|<%= if @users do %>some<% end %>|\
+<%= for u <- @users do %><%= if u do %><%= u.email %><% else %>-<% end %>,<% end %>";
+
+#[derive(Template, Serialize, Clone)]
+#[template(
+    source = "<%= if @user do %>hi <%= @user.email %><%= if @user.team do %> of \
+<%= @user.team.name %><% end %><% else %>guest<% end %>|<%= if @users do %>some<% end %>|\
+<%= for u <- @users do %><%= if u do %><%= u.email %><% else %>-<% end %>,<% end %>"
+)]
+struct Optional {
+    user: Option<Account>,
+    users: Vec<Option<Account>>,
+}
+
+#[derive(Template, Serialize, Clone)]
+#[template(source = "<p><%= @user.team.name %></p>")]
+struct NilKey {
+    user: Option<Account>,
+}
+
+#[test]
+fn options_of_structs_are_nil_or_their_value() {
+    let ann = Account {
+        email: "ann@x".into(),
+        team: Some(Team { name: "A&B".into() }),
+    };
+    let bob = Account {
+        email: "bob@x".into(),
+        team: None,
+    };
+    let t = Optional {
+        user: Some(ann.clone()),
+        users: vec![Some(bob.clone()), None, Some(ann)],
+    };
+    assert_eq!(
+        check(OPTIONAL, &t),
+        b"hi ann@x of A&amp;B|some|bob@x,-,ann@x,"
+    );
+    let t = Optional {
+        user: None,
+        users: Vec::new(),
+    };
+    // An empty list is true, as in Elixir.
+    assert_eq!(check(OPTIONAL, &t), b"guest|some|");
+    for user in [None, Some(bob)] {
+        let t = NilKey { user };
+        let e = t.render().unwrap_err();
+        let engine =
+            Engine::from_source("NilKey.html.eex", "<p><%= @user.team.name %></p>").unwrap();
+        let want = engine
+            .render("NilKey.html.eex", &Assigns::from_serialize(&t).unwrap())
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::TypeMismatch);
+        assert_eq!(e.to_string(), want.to_string());
+    }
+}
+
 // Shapes rendered through the engine: same bytes.
 
 const FALLBACK: &str = "<%= case @n do %><% 1 -> %>one<% x when x > 1 -> %>many <%= x * 2 %><% end %>\

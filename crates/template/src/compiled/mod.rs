@@ -14,6 +14,7 @@
 
 mod ops;
 mod out;
+mod probe;
 mod render;
 
 use std::sync::OnceLock;
@@ -26,6 +27,8 @@ pub use ops::{
     strict_bool, strict_eq,
 };
 pub use out::{BUF_BYTES, Out, Writer};
+#[doc(hidden)]
+pub use probe::{BaseAny, BaseOption, Probe, TruthyAny, TruthyOption, TruthyScalar};
 pub use render::{Raw, Render};
 
 use crate::engine::{Engine, RenderStream};
