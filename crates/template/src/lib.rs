@@ -39,7 +39,7 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 250
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 259
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
 //! reproducing Phoenix.HTML's) and compares the bytes; the differences left are listed below.
 //!
@@ -79,7 +79,9 @@
 //!   registered from Rust ([`EngineBuilder::function`]); and
 //!   `render("partial.html.eex", key: value)`, looked up relative to the calling template's
 //!   directory, with exactly the given assigns. [`Engine::render_in_layout`] renders a page
-//!   inside a layout as `@inner_content`.
+//!   inside a layout as `@inner_content`. Calls may leave out the parentheses as in Elixir
+//!   (`raw @html`, `String.upcase @name`, `Enum.join @xs, ", "`): the arguments are whole
+//!   expressions (`length @xs > 0` is `length(@xs > 0)`); `x -1` stays a subtraction.
 //! - **Output**: `nil` outputs nothing, atoms their name, floats as above; a list outputs its
 //!   strings, safe HTML and bytes (integers 0 to 255) in order, as Phoenix does; a map or a
 //!   tuple cannot be output.

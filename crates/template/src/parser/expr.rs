@@ -300,6 +300,8 @@ impl Parser {
             Tok::Ident(name) => {
                 if matches!(self.peek(), Some(Tok::Sym("("))) && self.here().start == span.end {
                     self.call(name, span)
+                } else if self.bare_args_follow(span) {
+                    self.bare_call(name, span)
                 } else {
                     Ok(Expr {
                         kind: ExprKind::Var(name),
@@ -373,6 +375,12 @@ impl Parser {
                     tok: Tok::Ident(f), ..
                 }) if matches!(self.peek(), Some(Tok::Sym("("))) => {
                     return self.call(format!("{module}.{f}"), span.to(fspan));
+                }
+                Some(Token {
+                    tok: Tok::Ident(f),
+                    span: end,
+                }) if self.bare_args_follow(end) => {
+                    return self.bare_call(format!("{module}.{f}"), span.to(end));
                 }
                 _ => {
                     return Err(SyntaxError::new(
@@ -521,33 +529,88 @@ impl Parser {
     /// `name(args..., key: value...)`; the `(` is next.
     fn call(&mut self, name: String, name_span: Span) -> Result<Expr, SyntaxError> {
         self.expect_sym("(")?;
-        let mut args = Vec::new();
-        let mut kwargs = Vec::new();
+        let (mut args, mut kwargs) = (Vec::new(), Vec::new());
         if !self.eat_sym(")") {
             loop {
-                if let Some(Token {
-                    tok: Tok::Key(k),
-                    span,
-                }) = self.tokens.get(self.pos).cloned()
-                {
-                    self.pos += 1;
-                    kwargs.push((k, span, self.expr()?));
-                } else if !kwargs.is_empty() {
-                    return Err(SyntaxError::new(
-                        self.here(),
-                        "positional arguments must come before keyword arguments",
-                    ));
-                } else {
-                    args.push(self.expr()?);
-                }
+                self.argument(&mut args, &mut kwargs)?;
                 if self.eat_sym(")") {
                     break;
                 }
                 self.expect_sym(",")?;
             }
         }
+        Ok(self.call_expr(name, name_span, args, kwargs))
+    }
+
+    /// Whether a call without parentheses starts here, after a function name ending at `name`:
+    /// a space, then a token that can only begin an argument (`raw @html`, `length @xs`,
+    /// `String.upcase @name`, `link "Home", to: "/"`), as Elixir reads `f x`.
+    fn bare_args_follow(&self, name: Span) -> bool {
+        let Some(t) = self.tokens.get(self.pos) else {
+            return false;
+        };
+        t.span.start > name.end
+            && match &t.tok {
+                Tok::Int(_)
+                | Tok::Float(_)
+                | Tok::Str(_)
+                | Tok::Interp(_)
+                | Tok::Atom(_)
+                | Tok::Assign(_)
+                | Tok::Alias(_)
+                | Tok::Key(_) => true,
+                // Not `not`: `x not in xs` is an operator.
+                Tok::Ident(w) => !is_keyword(w) || matches!(w.as_str(), "true" | "false" | "nil"),
+                Tok::Sym(s) => matches!(*s, "[" | "{" | "%{" | "!"),
+            }
+    }
+
+    /// `f a, b, key: c` without parentheses: the arguments run to the first token after one
+    /// that is not a comma (`do`, the end of the tag, a closing bracket).
+    fn bare_call(&mut self, name: String, name_span: Span) -> Result<Expr, SyntaxError> {
+        let (mut args, mut kwargs) = (Vec::new(), Vec::new());
+        loop {
+            self.argument(&mut args, &mut kwargs)?;
+            if !self.eat_sym(",") {
+                break;
+            }
+        }
+        Ok(self.call_expr(name, name_span, args, kwargs))
+    }
+
+    /// One argument of a call: positional, or `key: value` (keywords last).
+    fn argument(
+        &mut self,
+        args: &mut Vec<Expr>,
+        kwargs: &mut Vec<(String, Span, Expr)>,
+    ) -> Result<(), SyntaxError> {
+        if let Some(Token {
+            tok: Tok::Key(k),
+            span,
+        }) = self.tokens.get(self.pos).cloned()
+        {
+            self.pos += 1;
+            kwargs.push((k, span, self.expr()?));
+        } else if !kwargs.is_empty() {
+            return Err(SyntaxError::new(
+                self.here(),
+                "positional arguments must come before keyword arguments",
+            ));
+        } else {
+            args.push(self.expr()?);
+        }
+        Ok(())
+    }
+
+    fn call_expr(
+        &self,
+        name: String,
+        name_span: Span,
+        args: Vec<Expr>,
+        kwargs: Vec<(String, Span, Expr)>,
+    ) -> Expr {
         let close = self.prev_span();
-        Ok(Expr {
+        Expr {
             kind: ExprKind::Call {
                 name,
                 name_span,
@@ -555,7 +618,7 @@ impl Parser {
                 kwargs,
             },
             span: name_span.to(close),
-        })
+        }
     }
 }
 

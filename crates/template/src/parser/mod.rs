@@ -517,6 +517,45 @@ mod tests {
         assert_eq!(shape(&expr("x not in [1]")), "(Not (x in [1]))");
     }
 
+    /// Calls without parentheses, as Phoenix templates write them (`raw @html`): the arguments
+    /// are whole expressions, up to a token after one that is not a comma.
+    #[test]
+    fn calls_without_parentheses() {
+        assert_eq!(shape(&expr("raw @html")), "raw(@html)");
+        assert_eq!(shape(&expr("length @xs > 0")), "length((@xs > 0))");
+        assert_eq!(
+            shape(&expr("String.upcase @a <> \"!\"")),
+            "String.upcase((@a <> \"!\"))"
+        );
+        assert_eq!(
+            shape(&expr("render \"x.html.eex\", a: 1")),
+            "render(\"x.html.eex\",a:1)"
+        );
+        assert_eq!(shape(&expr("f g x, [1]")), "f(g(x,[1]))");
+        assert_eq!(
+            shape(&expr("@xs |> Enum.join \",\"")),
+            "Enum.join(@xs,\",\")"
+        );
+        // Still operators and indexes, not calls (Elixir reads `x -1` as `x(-1)`, ambiguous).
+        assert_eq!(shape(&expr("x - 1")), "(x - 1)");
+        assert_eq!(shape(&expr("x -1")), "(x - 1)");
+        assert_eq!(shape(&expr("x in [1]")), "(x in [1])");
+        assert_eq!(shape(&expr("x[0]")), "x[0]");
+        match parse(
+            "<%= for x <- Enum.reverse @xs do %><%= x %><% end %>",
+            false,
+        )
+        .unwrap()
+        .as_slice()
+        {
+            [Node::For { qualifiers, .. }] => match &qualifiers[..] {
+                [Qualifier::Gen(_, e)] => assert_eq!(shape(e), "Enum.reverse(@xs)"),
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn blocks_nest() {
         let nodes = parse(
