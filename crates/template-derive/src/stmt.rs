@@ -165,12 +165,7 @@ impl<'a> Gen<'a> {
                 then,
                 otherwise,
             } => {
-                let c = self.cond(cond)?;
-                let c = if *negate {
-                    quote! { !(#c) }
-                } else {
-                    c
-                };
+                let c = self.cond_negated(cond, *negate)?;
                 let t = self.seq(then)?;
                 let o = self.seq(otherwise)?;
                 (none(), quote! { if #c { #t } else { #o } })
@@ -179,20 +174,54 @@ impl<'a> Gen<'a> {
         })
     }
 
+    /// `if` (or, negated, `unless`) `cond` as a Rust `bool`.
+    fn cond_negated(&mut self, cond: &Expr, negate: bool) -> R<TokenStream> {
+        let c = self.cond(cond)?;
+        Ok(if negate {
+            quote! { !(#c) }
+        } else {
+            c
+        })
+    }
+
     /// `<%= e %>`: escaped, or not for `raw(x)`.
     fn output(&mut self, e: &Expr) -> R<TokenStream> {
-        if let ExprKind::Call {
-            name, args, kwargs, ..
-        } = &e.kind
-            && (name == "raw" || name == "Phoenix.HTML.raw")
-            && args.len() == 1
-            && kwargs.is_empty()
-        {
-            let (v, _) = self.value(&args[0])?;
-            return Ok(self.render_located(e, &v, true));
+        self.output_at(e, e)
+    }
+
+    /// `e` output by `<%= at %>`: a one-line `if c, do: a, else: b` outputs the branch taken
+    /// (nothing without `else:`); an output error is located at the whole tag's expression, as
+    /// the engine locates it.
+    fn output_at(&mut self, e: &Expr, at: &Expr) -> R<TokenStream> {
+        match &e.kind {
+            ExprKind::If {
+                cond,
+                negate,
+                then,
+                otherwise,
+            } => {
+                let c = self.cond_negated(cond, *negate)?;
+                let t = self.output_at(then, at)?;
+                let o = match otherwise {
+                    Some(o) => self.output_at(o, at)?,
+                    None => TokenStream::new(),
+                };
+                Ok(quote! { if #c { #t } else { #o } })
+            }
+            ExprKind::Call {
+                name, args, kwargs, ..
+            } if (name == "raw" || name == "Phoenix.HTML.raw")
+                && args.len() == 1
+                && kwargs.is_empty() =>
+            {
+                let (v, _) = self.value(&args[0])?;
+                Ok(self.render_located(at, &v, true))
+            }
+            _ => {
+                let (v, _) = self.value(e)?;
+                Ok(self.render_located(at, &v, false))
+            }
         }
-        let (v, _) = self.value(e)?;
-        Ok(self.render_located(e, &v, false))
     }
 
     fn render_located(&self, e: &Expr, v: &TokenStream, raw: bool) -> TokenStream {

@@ -359,6 +359,62 @@ fn options_of_structs_are_nil_or_their_value() {
     }
 }
 
+// One-line `if` and calls without parentheses, as Phoenix templates write them.
+
+const ONE_LINE: &str = "<%= if @ok, do: \"yes\", else: \"no\" %>|<%= unless @ok, do: raw(@h) %>|\
+<%= if !@ok, do: @h, else: raw @h %>|<%= raw @h %>|<%= if @n > 1, do: @n %>";
+
+#[derive(Template, Serialize, Clone)]
+#[template(
+    source = "<%= if @ok, do: \"yes\", else: \"no\" %>|<%= unless @ok, do: raw(@h) %>|\
+<%= if !@ok, do: @h, else: raw @h %>|<%= raw @h %>|<%= if @n > 1, do: @n %>"
+)]
+struct OneLine {
+    ok: bool,
+    h: String,
+    n: i64,
+}
+
+#[derive(Template)]
+#[template(source = "<p><%= if @ok, do: @v %></p>")]
+struct OneLineError {
+    ok: bool,
+    v: Value,
+}
+
+#[test]
+fn one_line_ifs_and_calls_without_parentheses() {
+    const _: () = assert!(<OneLine as Template>::SLOTS > 0, "compiled natively");
+    let t = OneLine {
+        ok: true,
+        h: "<b>".into(),
+        n: 2,
+    };
+    assert_eq!(check(ONE_LINE, &t), b"yes||<b>|<b>|2");
+    let t = OneLine {
+        ok: false,
+        n: 1,
+        ..t
+    };
+    assert_eq!(check(ONE_LINE, &t), b"no|<b>|&lt;b&gt;|<b>|");
+    // An output error in a branch is located at the tag's expression, as the engine's.
+    let v = Value::map([("k", Value::Int(1))]);
+    let e = OneLineError {
+        ok: true,
+        v: v.clone(),
+    }
+    .render()
+    .unwrap_err();
+    let engine =
+        Engine::from_source("OneLineError.html.eex", "<p><%= if @ok, do: @v %></p>").unwrap();
+    let mut a = Assigns::new();
+    a.insert("ok", true);
+    a.insert("v", v);
+    let want = engine.render("OneLineError.html.eex", &a).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::TypeMismatch);
+    assert_eq!(e.to_string(), want.to_string());
+}
+
 // Shapes rendered through the engine: same bytes.
 
 const FALLBACK: &str = "<%= case @n do %><% 1 -> %>one<% x when x > 1 -> %>many <%= x * 2 %><% end %>\
