@@ -203,6 +203,13 @@ pub enum ExprKind {
         then: Box<Expr>,
         otherwise: Option<Box<Expr>>,
     },
+    /// `fn x, y -> body end`, or a capture (`&(&1 * 2)` has the parameter `&1`,
+    /// `&String.upcase/1` the body `String.upcase(&1)`): only an argument of the `Enum`
+    /// functions that take one.
+    Fn {
+        params: Vec<Pattern>,
+        body: Box<Expr>,
+    },
     /// `name(args, key: value)` or `Module.name(...)`.
     Call {
         name: String,

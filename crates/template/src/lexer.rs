@@ -262,9 +262,10 @@ pub(crate) struct Token {
 }
 
 /// Operators and punctuation, longest first so that `<=` wins over `<`.
-const SYMBOLS: [&str; 34] = [
+const SYMBOLS: [&str; 35] = [
     "===", "!==", "<-", "<>", "<=", ">=", "==", "!=", "&&", "||", "..", "|>", "->", "=>", "++",
     "%{", "<", ">", "!", ".", "+", "-", "*", "/", "(", ")", "[", "]", "{", "}", ",", "=", "|", "^",
+    "&",
 ];
 
 fn is_ident_start(c: u8) -> bool {
@@ -362,6 +363,13 @@ pub(crate) fn tokenize(src: &str, span: Span) -> Result<Vec<Token>, SyntaxError>
                 i += 1;
             }
             Tok::Atom(src[start + 1..i].to_owned())
+        } else if c == b'&' && i + 1 < end && b[i + 1].is_ascii_digit() {
+            // `&1`, a capture's argument: a variable no other name can spell.
+            i += 1;
+            while i < end && b[i].is_ascii_digit() {
+                i += 1;
+            }
+            Tok::Ident(src[start..i].to_owned())
         } else if c == b'\'' {
             return Err(SyntaxError::new(
                 Span::new(i, i + 1),

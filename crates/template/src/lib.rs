@@ -39,7 +39,7 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 259
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 279
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
 //! reproducing Phoenix.HTML's) and compares the bytes; the differences left are listed below.
 //!
@@ -71,7 +71,9 @@
 //!   `hd`, `tl`, `elem`, `is_nil` and the other `is_*` guards, `map_size`, `tuple_size`,
 //!   `byte_size`; `Enum.count/join/at/reverse/sum/min/max/sort/uniq/take/drop/empty?/member?/
 //!   with_index/to_list/concat/zip/chunk_every/slice` (a range may be the enumerable:
-//!   `Enum.sum(1..10)`); `String.length/upcase/downcase/capitalize/trim/trim_leading/
+//!   `Enum.sum(1..10)`), and with a function `Enum.map/filter/reject/find/find_index/any?/all?/
+//!   count/flat_map/sort_by/sort/reduce/map_join/min_by/max_by/uniq_by/take_while/drop_while`;
+//!   `String.length/upcase/downcase/capitalize/trim/trim_leading/
 //!   trim_trailing/split/replace/contains?/starts_with?/ends_with?/duplicate/pad_leading/
 //!   pad_trailing/reverse/slice/first/last/at/to_integer`; `Integer.to_string/parse`;
 //!   `Float.round/floor/ceil/to_string`; `Map.get/has_key?/keys/values`;
@@ -81,7 +83,13 @@
 //!   directory, with exactly the given assigns. [`Engine::render_in_layout`] renders a page
 //!   inside a layout as `@inner_content`. Calls may leave out the parentheses as in Elixir
 //!   (`raw @html`, `String.upcase @name`, `Enum.join @xs, ", "`): the arguments are whole
-//!   expressions (`length @xs > 0` is `length(@xs > 0)`); `x -1` stays a subtraction.
+//!   expressions (`length @xs > 0` is `length(@xs > 0)`); `x -1` stays a subtraction. The pipe
+//!   takes a bare name too (`@xs |> length`).
+//! - **Anonymous functions**, as the argument of those `Enum` functions: `fn x -> x * 2 end`,
+//!   `fn {k, v}, acc -> ... end` (one clause), captures `&(&1 * 2)`, `& &1.name` and
+//!   `&String.upcase/1` (built-in or registered functions). They close over variables and
+//!   assigns, and their calls spend the render's steps; they are not values otherwise (no
+//!   `f.(x)`, no function in a variable).
 //! - **Output**: `nil` outputs nothing, atoms their name, floats as above; a list outputs its
 //!   strings, safe HTML and bytes (integers 0 to 255) in order, as Phoenix does; a map or a
 //!   tuple cannot be output.

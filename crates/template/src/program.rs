@@ -229,6 +229,17 @@ pub(crate) enum PatCode {
     List(Vec<PatCode>),
 }
 
+/// A compiled anonymous function: its parameters' patterns (binding function slots, apart from
+/// the frame's variable slots), the slots they end below, and its body.
+#[derive(Debug)]
+pub(crate) struct FnCode {
+    pub(crate) params: Vec<PatCode>,
+    pub(crate) slots_end: usize,
+    pub(crate) body: Code,
+    /// The whole `fn` (or capture), where a parameter mismatch is reported.
+    pub(crate) span: Span,
+}
+
 /// A compiled expression.
 #[derive(Debug)]
 pub(crate) struct Code {
@@ -272,6 +283,10 @@ pub(crate) enum CodeKind {
     InRange(Box<Code>, Box<Code>, Box<Code>),
     /// A built-in function (`Enum.join`, `String.length`...).
     Builtin(Builtin, Vec<Code>),
+    /// An anonymous function: only an argument of a built-in that takes one (`Enum.map`).
+    Fn(Box<FnCode>),
+    /// A parameter of an anonymous function, by its slot among the render's function slots.
+    FnLocal(usize),
     /// A function registered from Rust, by its index in the catalog's functions.
     Native(usize, Vec<Code>),
     Raw(Box<Code>),

@@ -1,6 +1,6 @@
 //! Functions registered from Rust and assigns from `serde::Serialize` values.
 
-use galleon_template::{Assigns, Engine, ErrorKind, Value};
+use galleon_template::{Assigns, Engine, ErrorKind, Limits, Value};
 
 fn render(engine: &Engine, assigns: &Assigns) -> Result<String, galleon_template::Error> {
     let name = engine.names().next().unwrap().to_owned();
@@ -154,4 +154,46 @@ fn trim_is_an_engine_option() {
     );
     let plain = Engine::from_source("t", src).unwrap();
     assert!(render(&plain, &Assigns::new()).unwrap().contains("  \n"));
+}
+
+/// Anonymous functions run under the render's step budget, may call registered functions by
+/// capture, and a sort whose comparison is not an order still ends with every element.
+#[test]
+fn anonymous_functions_are_bounded_and_sorts_end() {
+    let engine = Engine::from_source(
+        "t",
+        "<%= Enum.reduce(1..5000, 0, fn i, acc -> Enum.reduce(1..5000, acc, &(&1 + &2 + i)) end) %>",
+    )
+    .unwrap()
+    .with_limits(Limits {
+        max_steps: 100_000,
+        ..Limits::default()
+    });
+    let e = engine.render("t", &Assigns::new()).unwrap_err();
+    assert!(e.is_limit(), "{e}");
+
+    let engine = Engine::builder()
+        .function("money", |cents: i64| {
+            format!("${}.{:02}", cents / 100, cents % 100)
+        })
+        .from_source(
+            "t",
+            "<%= Enum.map_join(@cs, \" \", &money/1) %>|<%= Enum.sort(@xs, fn _, _ -> true end) |> length %>|\
+<%= Enum.sort(@xs, fn a, b -> rem(a * 7 + b, 3) == 0 end) |> Enum.sort() |> Enum.join(\",\") %>",
+        )
+        .unwrap();
+    let mut a = Assigns::new();
+    a.insert("cs", Value::list([Value::Int(150), Value::Int(7)]));
+    a.insert("xs", Value::list((1..=200).rev().map(Value::Int)));
+    let out = render(&engine, &a).unwrap();
+    let want: Vec<String> = (1..=200).map(|i| i.to_string()).collect();
+    assert_eq!(out, format!("$1.50 $0.07|200|{}", want.join(",")));
+
+    // A parameter pattern that does not match is a located error, as Elixir's
+    // FunctionClauseError.
+    let engine = Engine::from_source("t", "<%= Enum.map(@xs, fn {a, _} -> a end) %>").unwrap();
+    let e = render(&engine, &a).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::TypeMismatch);
+    assert_eq!((e.line(), e.column()), (Some(1), Some(19)));
+    assert!(e.to_string().contains("no function clause matching"), "{e}");
 }

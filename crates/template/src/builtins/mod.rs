@@ -90,6 +90,36 @@ pub(crate) enum Builtin {
     ListFirst,
     ListLast,
     ListFlatten,
+    // Taking a function (run by the VM, which calls it: [`Builtin::function_arg`]).
+    EnumMap,
+    EnumFilter,
+    EnumReject,
+    EnumFind,
+    EnumFindIndex,
+    EnumAnyBy,
+    EnumAllBy,
+    EnumCountBy,
+    EnumFlatMap,
+    EnumSortBy,
+    EnumSortWith,
+    EnumReduce,
+    EnumMapJoin,
+    EnumMinBy,
+    EnumMaxBy,
+    EnumUniqBy,
+    EnumTakeWhile,
+    EnumDropWhile,
+}
+
+/// Where a built-in takes a function, and of how many arguments.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FunctionArg {
+    /// The argument's position.
+    pub(crate) position: usize,
+    /// The function's arity.
+    pub(crate) arity: usize,
+    /// Whether `:asc` or `:desc` may stand there instead (`Enum.sort/2`).
+    pub(crate) or_order: bool,
 }
 
 /// The names and arities each built-in answers to.
@@ -177,6 +207,24 @@ const TABLE: &[(&str, &[usize], Builtin)] = &[
     ("List.first", &[1], Builtin::ListFirst),
     ("List.last", &[1], Builtin::ListLast),
     ("List.flatten", &[1], Builtin::ListFlatten),
+    ("Enum.map", &[2], Builtin::EnumMap),
+    ("Enum.filter", &[2], Builtin::EnumFilter),
+    ("Enum.reject", &[2], Builtin::EnumReject),
+    ("Enum.find", &[2], Builtin::EnumFind),
+    ("Enum.find_index", &[2], Builtin::EnumFindIndex),
+    ("Enum.any?", &[2], Builtin::EnumAnyBy),
+    ("Enum.all?", &[2], Builtin::EnumAllBy),
+    ("Enum.count", &[2], Builtin::EnumCountBy),
+    ("Enum.flat_map", &[2], Builtin::EnumFlatMap),
+    ("Enum.sort_by", &[2, 3], Builtin::EnumSortBy),
+    ("Enum.sort", &[2], Builtin::EnumSortWith),
+    ("Enum.reduce", &[3], Builtin::EnumReduce),
+    ("Enum.map_join", &[2, 3], Builtin::EnumMapJoin),
+    ("Enum.min_by", &[2], Builtin::EnumMinBy),
+    ("Enum.max_by", &[2], Builtin::EnumMaxBy),
+    ("Enum.uniq_by", &[2], Builtin::EnumUniqBy),
+    ("Enum.take_while", &[2], Builtin::EnumTakeWhile),
+    ("Enum.drop_while", &[2], Builtin::EnumDropWhile),
 ];
 
 /// The built-in called `name` with `arity` arguments.
@@ -193,6 +241,46 @@ pub(crate) fn exists(name: &str) -> bool {
 }
 
 impl Builtin {
+    /// The name it is called by (the first, when several spell it).
+    pub(crate) fn name(self) -> &'static str {
+        TABLE
+            .iter()
+            .find(|(_, _, b)| *b == self)
+            .map_or("?", |(n, _, _)| n)
+    }
+
+    /// Where this built-in, called with `arity` arguments, takes a function; `None` for the
+    /// built-ins that take values only.
+    pub(crate) fn function_arg(self, arity: usize) -> Option<FunctionArg> {
+        use Builtin as B;
+        let (position, fn_arity) = match self {
+            B::EnumMap
+            | B::EnumFilter
+            | B::EnumReject
+            | B::EnumFind
+            | B::EnumFindIndex
+            | B::EnumAnyBy
+            | B::EnumAllBy
+            | B::EnumCountBy
+            | B::EnumFlatMap
+            | B::EnumSortBy
+            | B::EnumMinBy
+            | B::EnumMaxBy
+            | B::EnumUniqBy
+            | B::EnumTakeWhile
+            | B::EnumDropWhile => (1, 1),
+            B::EnumMapJoin => (arity - 1, 1),
+            B::EnumSortWith => (1, 2),
+            B::EnumReduce => (2, 2),
+            _ => return None,
+        };
+        Some(FunctionArg {
+            position,
+            arity: fn_arity,
+            or_order: self == B::EnumSortWith,
+        })
+    }
+
     /// Whether the first argument may be a range (`Enum.sum(1..10)`): the compiler builds it.
     pub(crate) fn takes_enumerable(self) -> bool {
         TABLE

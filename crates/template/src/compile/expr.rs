@@ -5,7 +5,7 @@ use crate::ast::{BinOp, Expr, ExprKind, Pattern, Span};
 use crate::builtins::{self, Builtin};
 use crate::function::Function;
 use crate::lexer::SyntaxError;
-use crate::program::{Code, CodeKind, PatCode};
+use crate::program::{Code, CodeKind, FnCode, PatCode};
 use crate::value::{Str, Value};
 
 pub(super) type R<T> = Result<T, SyntaxError>;
@@ -20,11 +20,24 @@ pub(super) struct Names<'a> {
     pub(super) assigns: Vec<String>,
     pub(super) partials: Vec<(String, Span)>,
     pub(super) functions: &'a [Function],
+    /// Slots of anonymous functions' parameters used so far (a namespace of their own).
+    pub(super) fn_slots: usize,
+    /// Whether patterns now bind a function's parameters (into function slots).
+    pub(super) binding_fn: bool,
 }
+
+/// Where function slots start in [`Names::scope`]: frame slots are below.
+const FN_SLOT: usize = usize::MAX / 2;
 
 impl Names<'_> {
     /// A new slot for variable `name`, shadowing any outer one.
     pub(super) fn bind(&mut self, name: &str) -> usize {
+        if self.binding_fn {
+            self.fn_slots += 1;
+            self.scope
+                .push((name.to_owned(), FN_SLOT + self.fn_slots - 1));
+            return self.fn_slots - 1;
+        }
         // Slots of variables out of scope are not reused: frames are small either way.
         let slot = self.fresh();
         self.scope.push((name.to_owned(), slot));
@@ -52,7 +65,19 @@ impl Names<'_> {
             Pattern::Var(None, _) => PatCode::Any,
             Pattern::Var(Some(name), _) => PatCode::Bind(self.bind(name)),
             Pattern::Lit(v, _) => PatCode::Lit(v.clone()),
+            Pattern::Pin(_, span) if self.binding_fn => {
+                return Err(SyntaxError::new(
+                    *span,
+                    "a pin `^x` in a `fn`'s parameters is not supported",
+                ));
+            }
             Pattern::Pin(name, span) => match self.lookup(name) {
+                Some(slot) if slot >= FN_SLOT => {
+                    return Err(SyntaxError::new(
+                        *span,
+                        "a pin `^x` of a `fn`'s parameter is not supported",
+                    ));
+                }
                 Some(slot) => PatCode::Pin(slot),
                 None => {
                     return Err(SyntaxError::new(
@@ -84,7 +109,14 @@ impl Names<'_> {
                 CodeKind::Assign(i)
             }
             ExprKind::Var(name) => match self.lookup(name) {
+                Some(slot) if slot >= FN_SLOT => CodeKind::FnLocal(slot - FN_SLOT),
                 Some(slot) => CodeKind::Local(slot),
+                None if name.starts_with('&') => {
+                    return Err(SyntaxError::new(
+                        e.span,
+                        format!("`{name}` is a capture's argument: it belongs inside `&(...)`"),
+                    ));
+                }
                 None => {
                     return Err(SyntaxError::new(
                         e.span,
@@ -146,6 +178,12 @@ impl Names<'_> {
                 args,
                 kwargs,
             } => self.call(name, *name_span, args, kwargs, e.span)?,
+            ExprKind::Fn { .. } => {
+                return Err(SyntaxError::new(
+                    e.span,
+                    "a function can only be passed to an `Enum` function that takes one (`Enum.map`, `Enum.filter`, `Enum.reduce`...)",
+                ));
+            }
         };
         Ok(Code { kind, span: e.span })
     }
@@ -214,19 +252,66 @@ impl Names<'_> {
         ))
     }
 
-    /// Arguments of a built-in; an `Enum` function's first argument may be a range.
+    /// Arguments of a built-in; an `Enum` function's first argument may be a range, and the
+    /// function argument of one that takes a function must be a `fn` or a capture.
     fn builtin_args(&mut self, b: Builtin, args: &[Expr]) -> R<Vec<Code>> {
         let mut out = Vec::with_capacity(args.len());
+        let function = b.function_arg(args.len());
         for (i, a) in args.iter().enumerate() {
-            out.push(match &a.kind {
-                ExprKind::Range(lo, hi) if i == 0 && b.takes_enumerable() => Code {
+            let wanted = function.filter(|f| f.position == i);
+            out.push(match (&a.kind, wanted) {
+                (ExprKind::Range(lo, hi), _) if i == 0 && b.takes_enumerable() => Code {
                     kind: CodeKind::RangeList(Box::new(self.expr(lo)?), Box::new(self.expr(hi)?)),
                     span: a.span,
                 },
+                (ExprKind::Fn { params, body }, Some(f)) if params.len() == f.arity => {
+                    self.function(params, body, a.span)?
+                }
+                (ExprKind::Fn { params, .. }, Some(f)) => {
+                    return Err(SyntaxError::new(
+                        a.span,
+                        format!(
+                            "`{}` calls this function with {} argument(s); it takes {}",
+                            b.name(),
+                            f.arity,
+                            params.len()
+                        ),
+                    ));
+                }
+                (_, Some(f)) if !f.or_order => {
+                    return Err(SyntaxError::new(
+                        a.span,
+                        format!(
+                            "`{}` expects a function here (`fn x -> ... end` or `&(...)`)",
+                            b.name()
+                        ),
+                    ));
+                }
                 _ => self.expr(a)?,
             });
         }
         Ok(out)
+    }
+
+    /// An anonymous function: its parameters bind function slots, seen only in its body.
+    fn function(&mut self, params: &[Pattern], body: &Expr, span: Span) -> R<Code> {
+        let scope = self.scope.len();
+        self.binding_fn = true;
+        let params: R<Vec<PatCode>> = params.iter().map(|p| self.pattern(p)).collect();
+        self.binding_fn = false;
+        let slots_end = self.fn_slots;
+        let body = params.and_then(|params| Ok((params, self.expr(body)?)));
+        self.scope.truncate(scope);
+        let (params, body) = body?;
+        Ok(Code {
+            kind: CodeKind::Fn(Box::new(FnCode {
+                params,
+                slots_end,
+                body,
+                span,
+            })),
+            span,
+        })
     }
 
     /// `render("partial.html.eex", key: value)`.

@@ -45,6 +45,8 @@ pub(crate) fn compile(name: &str, source: &str, options: Options<'_>) -> Result<
             assigns: Vec::new(),
             partials: Vec::new(),
             functions: options.functions,
+            fn_slots: 0,
+            binding_fn: false,
         },
         text: Vec::new(),
         pending: Vec::new(),

@@ -188,6 +188,13 @@ impl Parser {
                             kwargs,
                         }
                     }
+                    // `x |> length`: a name alone is a call, as in Elixir.
+                    ExprKind::Var(name) if !name.starts_with('&') => ExprKind::Call {
+                        name,
+                        name_span: rhs.span,
+                        args: vec![lhs],
+                        kwargs: Vec::new(),
+                    },
                     _ => {
                         return Err(SyntaxError::new(
                             op_span.to(rhs.span),
@@ -294,6 +301,7 @@ impl Parser {
             Tok::Ident(w) if w == "false" => lit(Value::Bool(false)),
             Tok::Ident(w) if w == "nil" => lit(Value::Nil),
             Tok::Ident(w) if w == "if" || w == "unless" => self.one_line_if(w == "unless", span),
+            Tok::Ident(w) if w == "fn" => self.anonymous_fn(span),
             Tok::Ident(w) if is_keyword(&w) => {
                 Err(SyntaxError::new(span, format!("unexpected keyword `{w}`")))
             }
@@ -333,6 +341,7 @@ impl Parser {
                 })
             }
             Tok::Sym("%{") => self.map(span),
+            Tok::Sym("&") => self.capture(span),
             Tok::Sym("^") => match self.next_token() {
                 // A pin is only meaningful in a pattern; the pattern converter checks where.
                 Some(Token {
@@ -379,8 +388,13 @@ impl Parser {
                 Some(Token {
                     tok: Tok::Ident(f),
                     span: end,
-                }) if self.bare_args_follow(end) => {
-                    return self.bare_call(format!("{module}.{f}"), span.to(end));
+                }) => {
+                    // Arguments without parentheses, or none: `Mod.fun` is a call, as in Elixir.
+                    let name = format!("{module}.{f}");
+                    if self.bare_args_follow(end) {
+                        return self.bare_call(name, span.to(end));
+                    }
+                    return Ok(self.call_expr(name, span.to(end), Vec::new(), Vec::new()));
                 }
                 _ => {
                     return Err(SyntaxError::new(
@@ -560,8 +574,10 @@ impl Parser {
                 | Tok::Alias(_)
                 | Tok::Key(_) => true,
                 // Not `not`: `x not in xs` is an operator.
-                Tok::Ident(w) => !is_keyword(w) || matches!(w.as_str(), "true" | "false" | "nil"),
-                Tok::Sym(s) => matches!(*s, "[" | "{" | "%{" | "!"),
+                Tok::Ident(w) => {
+                    !is_keyword(w) || matches!(w.as_str(), "true" | "false" | "nil" | "fn")
+                }
+                Tok::Sym(s) => matches!(*s, "[" | "{" | "%{" | "!" | "&"),
             }
     }
 

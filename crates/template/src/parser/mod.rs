@@ -3,6 +3,7 @@
 //! patterns checked in `pattern.rs`.
 
 mod expr;
+mod lambda;
 mod pattern;
 
 use crate::ast::{Clause, Expr, ExprKind, Node, Qualifier, Span};
@@ -454,6 +455,7 @@ mod tests {
                 format!("({} {} {})", shape(a), op.symbol(), shape(b))
             }
             ExprKind::Range(a, b) => format!("({}..{})", shape(a), shape(b)),
+            ExprKind::Fn { params, body } => format!("fn/{}({})", params.len(), shape(body)),
             ExprKind::List(items) | ExprKind::Tuple(items) | ExprKind::Interp(items) => {
                 format!(
                     "[{}]",
@@ -515,6 +517,34 @@ mod tests {
         assert_eq!(shape(&expr("a in [1] and b")), "((a in [1]) and b)");
         assert_eq!(shape(&expr("if a, do: 1, else: 2")), "if(a,1,2)");
         assert_eq!(shape(&expr("x not in [1]")), "(Not (x in [1]))");
+    }
+
+    #[test]
+    fn anonymous_functions_and_captures() {
+        assert_eq!(shape(&expr("fn x -> x * 2 end")), "fn/1((x * 2))");
+        assert_eq!(shape(&expr("fn x, acc -> acc end")), "fn/2(acc)");
+        assert_eq!(shape(&expr("fn -> 1 end")), "fn/0(1)");
+        assert_eq!(shape(&expr("&(&1 + 1)")), "fn/1((&1 + 1))");
+        assert_eq!(shape(&expr("& &1.name")), "fn/1(&1.name)");
+        assert_eq!(shape(&expr("&(&2 <> &1)")), "fn/2((&2 <> &1))");
+        assert_eq!(shape(&expr("&String.upcase/1")), "fn/1(String.upcase(&1))");
+        assert_eq!(shape(&expr("&rem/2")), "fn/2(rem(&1,&2))");
+        assert_eq!(
+            shape(&expr("@xs |> Enum.map(&(&1 * 2)) |> length")),
+            "length(Enum.map(@xs,fn/1((&1 * 2))))"
+        );
+        for (bad, why) in [
+            ("fn x -> x", "expected `end` closing the `fn`"),
+            ("fn x x end", "not a pattern"),
+            ("fn x y -> x end", "not a pattern"),
+            ("fn x, x -> x end", "bound twice"),
+            ("&(1 + 1)", "must use its argument `&1`"),
+            ("&(&2)", "&2 cannot be defined without &1"),
+            ("&(&9)", "expected &1 to &8"),
+        ] {
+            let e = parse(&format!("<%= {bad} %>"), false).unwrap_err();
+            assert!(e.message.contains(why), "{bad}: {}", e.message);
+        }
     }
 
     /// Calls without parentheses, as Phoenix templates write them (`raw @html`): the arguments

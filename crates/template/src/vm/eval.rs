@@ -46,6 +46,8 @@ pub(super) struct Eval<'a> {
     steps: &'a mut u64,
     /// Partial nesting depth of this frame.
     depth: usize,
+    /// Parameters of the anonymous functions being called (`vm/higher.rs`), by function slot.
+    pub(super) fn_locals: Vec<Value>,
 }
 
 type Val<'a> = Cow<'a, Value>;
@@ -69,10 +71,11 @@ impl<'a> Eval<'a> {
             frame,
             steps,
             depth,
+            fn_locals: Vec::new(),
         }
     }
 
-    fn err(&self, kind: ErrorKind, span: Span, msg: impl Into<String>) -> Error {
+    pub(super) fn err(&self, kind: ErrorKind, span: Span, msg: impl Into<String>) -> Error {
         self.prog.error(kind, span, msg)
     }
 
@@ -377,6 +380,21 @@ impl<'a> Eval<'a> {
                     _ => false,
                 };
                 Cow::Owned(Value::Bool(inside))
+            }
+            CodeKind::Builtin(b, args) if b.function_arg(args.len()).is_some() => {
+                let v = self.higher_order(*b, args, c.span)?;
+                self.charge(&v, c.span)?;
+                Cow::Owned(v)
+            }
+            CodeKind::FnLocal(slot) => {
+                Cow::Owned(self.fn_locals.get(*slot).cloned().unwrap_or_default())
+            }
+            CodeKind::Fn(_) => {
+                return Err(self.err(
+                    ErrorKind::TypeMismatch,
+                    c.span,
+                    "a function is not a value here",
+                ));
             }
             CodeKind::Builtin(b, args) => {
                 let mut values = Vec::with_capacity(args.len());

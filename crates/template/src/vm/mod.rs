@@ -5,6 +5,7 @@
 
 mod eval;
 mod frame;
+mod higher;
 mod out;
 mod pattern;
 mod plain;

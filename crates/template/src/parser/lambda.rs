@@ -1,0 +1,213 @@
+//! Anonymous functions: `fn x, acc -> body end` and captures (`&(&1 * 2)`, `& &1.name`,
+//! `&String.upcase/1`), read into [`ExprKind::Fn`]. Captures become functions whose parameters
+//! are the variables `&1`, `&2`... (names no template variable can spell).
+
+use crate::ast::{Expr, ExprKind, Pattern, Span};
+use crate::lexer::{SyntaxError, Tok, Token};
+
+use super::expr::Parser;
+use super::pattern::{check_bindings, to_pattern};
+
+/// Most parameters a function may take (captures count `&1` to `&N`).
+const MAX_PARAMS: usize = 8;
+
+impl Parser {
+    /// `fn params -> body end`; `fn` is consumed (at `span`). One clause, one expression.
+    pub(super) fn anonymous_fn(&mut self, span: Span) -> Result<Expr, SyntaxError> {
+        let mut params = Vec::new();
+        if !self.eat_sym("->") {
+            loop {
+                let p = to_pattern(self.expr()?)?;
+                params.push(p);
+                if self.eat_sym("->") {
+                    break;
+                }
+                if !self.eat_sym(",") {
+                    return Err(SyntaxError::new(
+                        self.here(),
+                        "expected `->` after a `fn`'s parameters",
+                    ));
+                }
+            }
+        }
+        if params.len() > MAX_PARAMS {
+            return Err(SyntaxError::new(
+                span,
+                format!("a `fn` takes at most {MAX_PARAMS} parameters"),
+            ));
+        }
+        check_bindings(&Pattern::Tuple(params.clone(), span))?;
+        let body = self.expr()?;
+        if self.peek_word() != Some("end") {
+            return Err(SyntaxError::new(
+                self.here(),
+                "expected `end` closing the `fn` (one clause, one expression)",
+            ));
+        }
+        self.pos += 1;
+        Ok(Expr {
+            span: span.to(self.tokens[self.pos - 1].span),
+            kind: ExprKind::Fn {
+                params,
+                body: Box::new(body),
+            },
+        })
+    }
+
+    /// A capture after `&` (at `span`): `&Module.fun/2`, `&fun/1`, or an expression using
+    /// `&1`... (`&(&1 * 2)`, `& &1.name`), which takes everything to its right, as in Elixir.
+    pub(super) fn capture(&mut self, span: Span) -> Result<Expr, SyntaxError> {
+        if let Some((name, name_span, arity)) = self.function_reference() {
+            let params: Vec<String> = (1..=arity).map(|i| format!("&{i}")).collect();
+            let args = params
+                .iter()
+                .map(|p| Expr {
+                    kind: ExprKind::Var(p.clone()),
+                    span: name_span,
+                })
+                .collect();
+            let whole = span.to(self.tokens[self.pos - 1].span);
+            return Ok(Expr {
+                span: whole,
+                kind: ExprKind::Fn {
+                    params: params
+                        .into_iter()
+                        .map(|p| Pattern::Var(Some(p), name_span))
+                        .collect(),
+                    body: Box::new(Expr {
+                        span: whole,
+                        kind: ExprKind::Call {
+                            name,
+                            name_span,
+                            args,
+                            kwargs: Vec::new(),
+                        },
+                    }),
+                },
+            });
+        }
+        let body = self.expr()?;
+        let mut seen = [false; MAX_PARAMS + 1];
+        placeholders(&body, &mut seen)?;
+        let arity = seen.iter().rposition(|&s| s).unwrap_or(0);
+        if arity == 0 {
+            return Err(SyntaxError::new(
+                body.span,
+                "a capture `&(...)` must use its argument `&1`",
+            ));
+        }
+        if let Some(missing) = (1..arity).find(|&i| !seen[i]) {
+            return Err(SyntaxError::new(
+                body.span,
+                format!("capture argument &{arity} cannot be defined without &{missing}"),
+            ));
+        }
+        Ok(Expr {
+            span: span.to(body.span),
+            kind: ExprKind::Fn {
+                params: (1..=arity)
+                    .map(|i| Pattern::Var(Some(format!("&{i}")), span))
+                    .collect(),
+                body: Box::new(body),
+            },
+        })
+    }
+
+    /// `Module.Sub.fun/N` or `fun/N` at the cursor, consumed: the name, its span and `N`.
+    fn function_reference(&mut self) -> Option<(String, Span, usize)> {
+        let start = self.pos;
+        let mut name = String::new();
+        let first = self.tokens.get(start)?.span;
+        let mut at = start;
+        while let Some(Token {
+            tok: Tok::Alias(m), ..
+        }) = self.tokens.get(at)
+        {
+            name.push_str(m);
+            name.push('.');
+            at += 1;
+            if !matches!(
+                self.tokens.get(at),
+                Some(Token {
+                    tok: Tok::Sym("."),
+                    ..
+                })
+            ) {
+                return None;
+            }
+            at += 1;
+        }
+        let Some(Token {
+            tok: Tok::Ident(f),
+            span: last,
+        }) = self.tokens.get(at)
+        else {
+            return None;
+        };
+        name.push_str(f);
+        let arity = match (self.tokens.get(at + 1), self.tokens.get(at + 2)) {
+            (
+                Some(Token {
+                    tok: Tok::Sym("/"), ..
+                }),
+                Some(Token {
+                    tok: Tok::Int(n), ..
+                }),
+            ) => usize::try_from(*n)
+                .ok()
+                .filter(|n| (1..=MAX_PARAMS).contains(n))?,
+            _ => return None,
+        };
+        let name_span = first.to(*last);
+        self.pos = at + 3;
+        Some((name, name_span, arity))
+    }
+}
+
+/// Marks in `seen` the capture arguments `&N` that `e` uses (not those of a nested function).
+fn placeholders(e: &Expr, seen: &mut [bool]) -> Result<(), SyntaxError> {
+    let mut walk = |e: &Expr| placeholders(e, seen);
+    match &e.kind {
+        ExprKind::Var(name) => {
+            if let Some(n) = name.strip_prefix('&') {
+                match n.parse::<usize>() {
+                    Ok(i) if (1..seen.len()).contains(&i) => seen[i] = true,
+                    _ => {
+                        return Err(SyntaxError::new(
+                            e.span,
+                            format!("capture argument `{name}`: expected &1 to &{MAX_PARAMS}"),
+                        ));
+                    }
+                }
+            }
+            Ok(())
+        }
+        ExprKind::Lit(_) | ExprKind::Assign(_) | ExprKind::Fn { .. } => Ok(()),
+        ExprKind::Field(x, _) | ExprKind::Unary(_, x) => walk(x),
+        ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) | ExprKind::Range(a, b) => {
+            walk(a)?;
+            walk(b)
+        }
+        ExprKind::List(items) | ExprKind::Tuple(items) | ExprKind::Interp(items) => {
+            items.iter().try_for_each(walk)
+        }
+        ExprKind::Map(entries) => entries.iter().try_for_each(|(k, v)| {
+            walk(k)?;
+            walk(v)
+        }),
+        ExprKind::If {
+            cond,
+            then,
+            otherwise,
+            ..
+        } => {
+            walk(cond)?;
+            walk(then)?;
+            otherwise.as_deref().map_or(Ok(()), walk)
+        }
+        ExprKind::Call { args, kwargs, .. } => {
+            args.iter().try_for_each(&mut walk)?;
+            kwargs.iter().try_for_each(|(_, _, v)| walk(v))
+        }
+    }
+}

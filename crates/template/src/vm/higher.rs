@@ -1,0 +1,301 @@
+//! The `Enum` functions that take a function (`Enum.map(@xs, fn x -> x * 2 end)`): the VM
+//! calls the function, binding its parameters in the evaluator's function slots, once per
+//! element (each call's expression costs its steps, as any expression does). Sorting is a merge
+//! sort of our own: the comparison runs template code, which may fail or be inconsistent, and
+//! must do neither panic nor loop.
+
+use std::cmp::Ordering;
+
+use super::eval::Eval;
+use super::pattern::matches;
+use crate::ast::Span;
+use crate::builtins::{Builtin, collections};
+use crate::error::{Error, ErrorKind};
+use crate::ops::{describe, to_string};
+use crate::program::{Code, CodeKind, FnCode};
+use crate::value::Value;
+
+impl<'a> Eval<'a> {
+    /// Runs built-in `b`, which takes a function, on `args` (compiled by the compiler's rules:
+    /// the function argument is a [`CodeKind::Fn`], or `:asc`/`:desc` where allowed).
+    pub(super) fn higher_order(
+        &mut self,
+        b: Builtin,
+        args: &'a [Code],
+        span: Span,
+    ) -> Result<Value, Error> {
+        use Builtin as B;
+        let arg = b
+            .function_arg(args.len())
+            .map_or(usize::MAX, |f| f.position);
+        let mut f = None;
+        let mut values = Vec::with_capacity(args.len());
+        for (i, a) in args.iter().enumerate() {
+            match &a.kind {
+                CodeKind::Fn(code) if i == arg => f = Some(&**code),
+                _ => values.push(self.eval(a)?.into_owned()),
+            }
+        }
+        let fail = |this: &Self, m: String| this.err(ErrorKind::TypeMismatch, span, m);
+        let items = collections::elements(&values[0]).map_err(|m| fail(self, m))?;
+        let Some(f) = f else {
+            // `Enum.sort(xs, :asc | :desc)`.
+            let desc = order(&values[1]).map_err(|m| fail(self, m))?;
+            let mut v = items.to_vec();
+            self.merge_sort(&mut v, &mut |_, a, b| {
+                collections::compare(a, b).map(|o| if desc { o.is_ge() } else { o.is_le() })
+            })
+            .map_err(|m| fail(self, m))?;
+            return Ok(Value::list(v));
+        };
+        Ok(match b {
+            B::EnumMap => {
+                let mut out = Vec::with_capacity(items.len());
+                for x in items.iter() {
+                    out.push(self.apply(f, &[x])?);
+                }
+                Value::list(out)
+            }
+            B::EnumFilter | B::EnumReject => {
+                let keep = b == B::EnumFilter;
+                let mut out = Vec::new();
+                for x in items.iter() {
+                    if self.apply(f, &[x])?.is_truthy() == keep {
+                        out.push(x.clone());
+                    }
+                }
+                Value::list(out)
+            }
+            B::EnumFind | B::EnumFindIndex => {
+                for (i, x) in items.iter().enumerate() {
+                    if self.apply(f, &[x])?.is_truthy() {
+                        return Ok(if b == B::EnumFind {
+                            x.clone()
+                        } else {
+                            Value::Int(i as i64)
+                        });
+                    }
+                }
+                Value::Nil
+            }
+            B::EnumAnyBy | B::EnumAllBy => {
+                let any = b == B::EnumAnyBy;
+                for x in items.iter() {
+                    if self.apply(f, &[x])?.is_truthy() == any {
+                        return Ok(Value::Bool(any));
+                    }
+                }
+                Value::Bool(!any)
+            }
+            B::EnumCountBy => {
+                let mut n = 0;
+                for x in items.iter() {
+                    n += i64::from(self.apply(f, &[x])?.is_truthy());
+                }
+                Value::Int(n)
+            }
+            B::EnumFlatMap => {
+                let mut out = Vec::new();
+                for x in items.iter() {
+                    match self.apply(f, &[x])? {
+                        Value::List(l) => out.extend(l.iter().cloned()),
+                        other => {
+                            return Err(fail(
+                                self,
+                                format!(
+                                    "Enum.flat_map's function must return a list, not {}",
+                                    describe(&other)
+                                ),
+                            ));
+                        }
+                    }
+                }
+                Value::list(out)
+            }
+            B::EnumTakeWhile | B::EnumDropWhile => {
+                let mut n = 0;
+                for x in items.iter() {
+                    if !self.apply(f, &[x])?.is_truthy() {
+                        break;
+                    }
+                    n += 1;
+                }
+                let (taken, rest) = items.split_at(n);
+                Value::list(
+                    if b == B::EnumTakeWhile { taken } else { rest }
+                        .iter()
+                        .cloned(),
+                )
+            }
+            B::EnumReduce => {
+                let mut acc = values.pop().unwrap_or_default();
+                for x in items.iter() {
+                    acc = self.apply(f, &[x, &acc])?;
+                }
+                acc
+            }
+            B::EnumMapJoin => {
+                let joiner = match values.get(1) {
+                    None => String::new(),
+                    Some(j) => to_string(j).map_err(|m| fail(self, m))?,
+                };
+                let mut out = String::new();
+                for (i, x) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(&joiner);
+                    }
+                    let v = self.apply(f, &[x])?;
+                    out.push_str(&to_string(&v).map_err(|m| fail(self, m))?);
+                }
+                Value::from(out)
+            }
+            B::EnumSortBy | B::EnumMinBy | B::EnumMaxBy | B::EnumUniqBy => {
+                let mut keyed = Vec::with_capacity(items.len());
+                for x in items.iter() {
+                    keyed.push(Value::Tuple(vec![self.apply(f, &[x])?, x.clone()].into()));
+                }
+                let key = |t: &Value| match t {
+                    Value::Tuple(p) => (p[0].clone(), p[1].clone()),
+                    _ => (Value::Nil, Value::Nil),
+                };
+                match b {
+                    B::EnumSortBy => {
+                        let desc = match values.get(1) {
+                            Some(o) => order(o).map_err(|m| fail(self, m))?,
+                            None => false,
+                        };
+                        self.merge_sort(&mut keyed, &mut |_, a, b| {
+                            let o = collections::compare(&key(a).0, &key(b).0)?;
+                            Ok(if desc { o.is_ge() } else { o.is_le() })
+                        })
+                        .map_err(|m| fail(self, m))?;
+                        Value::list(keyed.iter().map(|t| key(t).1))
+                    }
+                    B::EnumUniqBy => {
+                        let mut seen: Vec<Value> = Vec::new();
+                        let mut out = Vec::new();
+                        for t in &keyed {
+                            let (k, x) = key(t);
+                            if !seen.contains(&k) {
+                                seen.push(k);
+                                out.push(x);
+                            }
+                        }
+                        Value::list(out)
+                    }
+                    _ => {
+                        // The first least (or greatest) element, as Elixir's `min_by`/`max_by`.
+                        let mut best: Option<(Value, Value)> = None;
+                        for t in &keyed {
+                            let (k, x) = key(t);
+                            let better = match &best {
+                                None => true,
+                                Some((bk, _)) => {
+                                    let o =
+                                        collections::compare(&k, bk).map_err(|m| fail(self, m))?;
+                                    if b == B::EnumMinBy {
+                                        o == Ordering::Less
+                                    } else {
+                                        o == Ordering::Greater
+                                    }
+                                }
+                            };
+                            if better {
+                                best = Some((k, x));
+                            }
+                        }
+                        match best {
+                            Some((_, x)) => x,
+                            None => {
+                                return Err(fail(self, "empty error: the list is empty".into()));
+                            }
+                        }
+                    }
+                }
+            }
+            B::EnumSortWith => {
+                let mut v = items.to_vec();
+                let mut failed = None;
+                self.merge_sort(&mut v, &mut |this, a, b| match this.apply(f, &[a, b]) {
+                    Ok(r) => Ok(r.is_truthy()),
+                    Err(e) => {
+                        failed = Some(e);
+                        Err(String::new())
+                    }
+                })
+                .map_err(|m| failed.take().unwrap_or_else(|| fail(self, m)))?;
+                Value::list(v)
+            }
+            _ => return Err(fail(self, format!("{} takes no function", b.name()))),
+        })
+    }
+
+    /// Calls `f` with `args`: binds its parameters (a mismatch is Elixir's
+    /// `FunctionClauseError`), then evaluates its body.
+    fn apply(&mut self, f: &'a FnCode, args: &[&Value]) -> Result<Value, Error> {
+        if self.fn_locals.len() < f.slots_end {
+            self.fn_locals.resize(f.slots_end, Value::Nil);
+        }
+        for (p, v) in f.params.iter().zip(args) {
+            if !matches(p, v, &mut self.fn_locals) {
+                return Err(self.err(
+                    ErrorKind::TypeMismatch,
+                    f.span,
+                    format!(
+                        "no function clause matching in anonymous fn/{}: {}",
+                        f.params.len(),
+                        describe(v)
+                    ),
+                ));
+            }
+        }
+        Ok(self.eval(&f.body)?.into_owned())
+    }
+
+    /// Sorts `v` stably by `le(a, b)` ("`a` may come first"), a merge sort that calls it at
+    /// most `n log n` times and, whatever it answers, ends.
+    fn merge_sort(
+        &mut self,
+        v: &mut Vec<Value>,
+        le: &mut dyn FnMut(&mut Self, &Value, &Value) -> Result<bool, String>,
+    ) -> Result<(), String> {
+        let n = v.len();
+        let mut width = 1;
+        let mut from = std::mem::take(v);
+        let mut to = Vec::with_capacity(n);
+        while width < n {
+            to.clear();
+            let mut start = 0;
+            while start < n {
+                let mid = (start + width).min(n);
+                let end = (start + 2 * width).min(n);
+                let (mut i, mut j) = (start, mid);
+                while i < mid && j < end {
+                    if le(self, &from[i], &from[j])? {
+                        to.push(from[i].clone());
+                        i += 1;
+                    } else {
+                        to.push(from[j].clone());
+                        j += 1;
+                    }
+                }
+                to.extend_from_slice(&from[i..mid]);
+                to.extend_from_slice(&from[j..end]);
+                start = end;
+            }
+            std::mem::swap(&mut from, &mut to);
+            width *= 2;
+        }
+        *v = from;
+        Ok(())
+    }
+}
+
+/// `:asc` (false) or `:desc` (true).
+fn order(v: &Value) -> Result<bool, String> {
+    match v {
+        Value::Atom(a) if a.as_str() == "asc" => Ok(false),
+        Value::Atom(a) if a.as_str() == "desc" => Ok(true),
+        other => Err(format!("expected :asc or :desc, not {}", describe(other))),
+    }
+}
