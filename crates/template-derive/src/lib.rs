@@ -283,5 +283,13 @@ fn walk_expr(e: &Expr, f: &mut impl FnMut(&Expr)) {
             args.iter().for_each(|x| walk_expr(x, f));
             kwargs.iter().for_each(|(_, _, v)| walk_expr(v, f));
         }
+        ExprKind::For { qualifiers, body } => {
+            for q in qualifiers {
+                match q {
+                    Qualifier::Gen(_, e) | Qualifier::Filter(e) => walk_expr(e, f),
+                }
+            }
+            walk_expr(body, f);
+        }
     }
 }

@@ -210,6 +210,12 @@ pub enum ExprKind {
         params: Vec<Pattern>,
         body: Box<Expr>,
     },
+    /// `for x <- xs, filter, do: body`: the list of the body's values (elements that do not
+    /// match a generator's pattern are skipped, as in the block `for`).
+    For {
+        qualifiers: Vec<Qualifier>,
+        body: Box<Expr>,
+    },
     /// `name(args, key: value)` or `Module.name(...)`.
     Call {
         name: String,

@@ -39,7 +39,7 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 279
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 284
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
 //! reproducing Phoenix.HTML's) and compares the bytes; the differences left are listed below.
 //!
@@ -89,7 +89,8 @@
 //!   `fn {k, v}, acc -> ... end` (one clause), captures `&(&1 * 2)`, `& &1.name` and
 //!   `&String.upcase/1` (built-in or registered functions). They close over variables and
 //!   assigns, and their calls spend the render's steps; they are not values otherwise (no
-//!   `f.(x)`, no function in a variable).
+//!   `f.(x)`, no function in a variable). The one-line `for x <- xs, filter, do: body` is a
+//!   list, like `Enum.map` (elements not matching a generator's pattern are skipped).
 //! - **Output**: `nil` outputs nothing, atoms their name, floats as above; a list outputs its
 //!   strings, safe HTML and bytes (integers 0 to 255) in order, as Phoenix does; a map or a
 //!   tuple cannot be output.

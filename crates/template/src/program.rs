@@ -240,6 +240,21 @@ pub(crate) struct FnCode {
     pub(crate) span: Span,
 }
 
+/// A compiled `for` comprehension: its variables bind function slots, as a `fn`'s parameters.
+#[derive(Debug)]
+pub(crate) struct ForCode {
+    pub(crate) qualifiers: Vec<QualCode>,
+    pub(crate) slots_end: usize,
+    pub(crate) body: Code,
+}
+
+/// A generator (its pattern and enumerable) or a filter of a comprehension.
+#[derive(Debug)]
+pub(crate) enum QualCode {
+    Gen(PatCode, Code),
+    Filter(Code),
+}
+
 /// A compiled expression.
 #[derive(Debug)]
 pub(crate) struct Code {
@@ -287,6 +302,8 @@ pub(crate) enum CodeKind {
     Fn(Box<FnCode>),
     /// A parameter of an anonymous function, by its slot among the render's function slots.
     FnLocal(usize),
+    /// `for x <- xs, filter, do: body`: a list.
+    For(Box<ForCode>),
     /// A function registered from Rust, by its index in the catalog's functions.
     Native(usize, Vec<Code>),
     Raw(Box<Code>),

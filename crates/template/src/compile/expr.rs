@@ -1,11 +1,11 @@
 //! Expressions and patterns to [`Code`] and [`PatCode`]: names resolved (variables to slots,
 //! `@assigns` to indexes, functions to built-ins, registered functions or partials).
 
-use crate::ast::{BinOp, Expr, ExprKind, Pattern, Span};
+use crate::ast::{BinOp, Expr, ExprKind, Pattern, Qualifier, Span};
 use crate::builtins::{self, Builtin};
 use crate::function::Function;
 use crate::lexer::SyntaxError;
-use crate::program::{Code, CodeKind, FnCode, PatCode};
+use crate::program::{Code, CodeKind, FnCode, ForCode, PatCode, QualCode};
 use crate::value::{Str, Value};
 
 pub(super) type R<T> = Result<T, SyntaxError>;
@@ -178,6 +178,7 @@ impl Names<'_> {
                 args,
                 kwargs,
             } => self.call(name, *name_span, args, kwargs, e.span)?,
+            ExprKind::For { qualifiers, body } => self.comprehension(qualifiers, body)?,
             ExprKind::Fn { .. } => {
                 return Err(SyntaxError::new(
                     e.span,
@@ -291,6 +292,46 @@ impl Names<'_> {
             });
         }
         Ok(out)
+    }
+
+    /// A `for` comprehension: generators and filters in order, each generator's variables
+    /// (function slots) seen by what follows it.
+    fn comprehension(&mut self, qualifiers: &[Qualifier], body: &Expr) -> R<CodeKind> {
+        let scope = self.scope.len();
+        let r = self.comprehension_in_scope(qualifiers, body);
+        self.scope.truncate(scope);
+        r
+    }
+
+    fn comprehension_in_scope(&mut self, qualifiers: &[Qualifier], body: &Expr) -> R<CodeKind> {
+        let mut out = Vec::with_capacity(qualifiers.len());
+        for q in qualifiers {
+            out.push(match q {
+                Qualifier::Gen(pattern, generator) => {
+                    let generator = match &generator.kind {
+                        ExprKind::Range(lo, hi) => Code {
+                            kind: CodeKind::RangeList(
+                                Box::new(self.expr(lo)?),
+                                Box::new(self.expr(hi)?),
+                            ),
+                            span: generator.span,
+                        },
+                        _ => self.expr(generator)?,
+                    };
+                    self.binding_fn = true;
+                    let pattern = self.pattern(pattern);
+                    self.binding_fn = false;
+                    QualCode::Gen(pattern?, generator)
+                }
+                Qualifier::Filter(cond) => QualCode::Filter(self.expr(cond)?),
+            });
+        }
+        let slots_end = self.fn_slots;
+        Ok(CodeKind::For(Box::new(ForCode {
+            qualifiers: out,
+            slots_end,
+            body: self.expr(body)?,
+        })))
     }
 
     /// An anonymous function: its parameters bind function slots, seen only in its body.

@@ -302,6 +302,7 @@ impl Parser {
             Tok::Ident(w) if w == "nil" => lit(Value::Nil),
             Tok::Ident(w) if w == "if" || w == "unless" => self.one_line_if(w == "unless", span),
             Tok::Ident(w) if w == "fn" => self.anonymous_fn(span),
+            Tok::Ident(w) if w == "for" => self.comprehension(span),
             Tok::Ident(w) if is_keyword(&w) => {
                 Err(SyntaxError::new(span, format!("unexpected keyword `{w}`")))
             }

@@ -1,11 +1,12 @@
-//! Anonymous functions: `fn x, acc -> body end` and captures (`&(&1 * 2)`, `& &1.name`,
-//! `&String.upcase/1`), read into [`ExprKind::Fn`]. Captures become functions whose parameters
-//! are the variables `&1`, `&2`... (names no template variable can spell).
+//! What binds variables inside an expression: anonymous functions (`fn x, acc -> body end`),
+//! captures (`&(&1 * 2)`, `& &1.name`, `&String.upcase/1`), read into [`ExprKind::Fn`], and
+//! `for` comprehensions, whose qualifiers the block `for` shares. Captures become functions
+//! whose parameters are the variables `&1`, `&2`... (names no template variable can spell).
 
-use crate::ast::{Expr, ExprKind, Pattern, Span};
+use crate::ast::{Expr, ExprKind, Pattern, Qualifier, Span};
 use crate::lexer::{SyntaxError, Tok, Token};
 
-use super::expr::Parser;
+use super::expr::{Parser, is_keyword};
 use super::pattern::{check_bindings, to_pattern};
 
 /// Most parameters a function may take (captures count `&1` to `&N`).
@@ -113,6 +114,55 @@ impl Parser {
         })
     }
 
+    /// `pattern <- expr, filter, pattern <- expr ...` after `for`, up to `do` (a block's, when
+    /// `one_line` is false, consumed) or `, do:` (a comprehension's, `do:` consumed).
+    pub(super) fn qualifiers(&mut self, one_line: bool) -> Result<Vec<Qualifier>, SyntaxError> {
+        let mut out = Vec::new();
+        loop {
+            let e = self.expr()?;
+            if self.eat_sym("<-") {
+                if let ExprKind::Var(name) = &e.kind
+                    && is_keyword(name)
+                {
+                    return Err(SyntaxError::new(e.span, "expected a variable name"));
+                }
+                let pattern = to_pattern(e)?;
+                check_bindings(&pattern)?;
+                out.push(Qualifier::Gen(pattern, self.expr()?));
+            } else if out.is_empty() {
+                return Err(SyntaxError::new(self.here(), "expected `<-`"));
+            } else {
+                out.push(Qualifier::Filter(e));
+            }
+            if !one_line && self.peek_word() == Some("do") {
+                self.pos += 1;
+                return Ok(out);
+            }
+            self.expect_sym(",")?;
+            if one_line && matches!(self.peek(), Some(Tok::Key(k)) if k == "do") {
+                self.pos += 1;
+                return Ok(out);
+            }
+        }
+    }
+
+    /// `for x <- xs, filter, do: body` (or `for(...)`); `for` is consumed (at `span`).
+    pub(super) fn comprehension(&mut self, span: Span) -> Result<Expr, SyntaxError> {
+        let paren = self.here().start == span.end && self.eat_sym("(");
+        let qualifiers = self.qualifiers(true)?;
+        let body = self.expr()?;
+        if paren {
+            self.expect_sym(")")?;
+        }
+        Ok(Expr {
+            span: span.to(self.tokens[self.pos - 1].span),
+            kind: ExprKind::For {
+                qualifiers,
+                body: Box::new(body),
+            },
+        })
+    }
+
     /// `Module.Sub.fun/N` or `fun/N` at the cursor, consumed: the name, its span and `N`.
     fn function_reference(&mut self) -> Option<(String, Span, usize)> {
         let start = self.pos;
@@ -183,6 +233,14 @@ fn placeholders(e: &Expr, seen: &mut [bool]) -> Result<(), SyntaxError> {
             Ok(())
         }
         ExprKind::Lit(_) | ExprKind::Assign(_) | ExprKind::Fn { .. } => Ok(()),
+        ExprKind::For { qualifiers, body } => {
+            for q in qualifiers {
+                match q {
+                    Qualifier::Gen(_, e) | Qualifier::Filter(e) => walk(e)?,
+                }
+            }
+            walk(body)
+        }
         ExprKind::Field(x, _) | ExprKind::Unary(_, x) => walk(x),
         ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) | ExprKind::Range(a, b) => {
             walk(a)?;

@@ -6,9 +6,9 @@ mod expr;
 mod lambda;
 mod pattern;
 
-use crate::ast::{Clause, Expr, ExprKind, Node, Qualifier, Span};
+use crate::ast::{Clause, Expr, Node, Qualifier, Span};
 use crate::lexer::{Piece, SyntaxError, TagKind, Tok, Token, split, tokenize};
-use expr::{Parser, is_keyword};
+use expr::Parser;
 use pattern::{check_bindings, to_pattern};
 
 /// Deepest nesting of expressions and blocks the parser accepts. A guess with a wide margin:
@@ -337,9 +337,9 @@ fn classify(tokens: Vec<Token>, tag_span: Span) -> Result<Tag, SyntaxError> {
     let ends_with_do =
         matches!(p.tokens.last(), Some(Token { tok: Tok::Ident(w), .. }) if w == "do");
     let tag = match first.as_deref() {
-        Some("for") => {
+        Some("for") if ends_with_do => {
             p.pos = 1;
-            Tag::Open(OpenKind::For(qualifiers(&mut p)?))
+            Tag::Open(OpenKind::For(p.qualifiers(false)?))
         }
         Some(w @ ("if" | "unless")) if ends_with_do => {
             p.pos = 1;
@@ -404,36 +404,10 @@ fn end_of_tag(p: &Parser) -> Result<(), SyntaxError> {
     }
 }
 
-/// `pattern <- expr, filter, pattern <- expr ... do` (after `for`).
-fn qualifiers(p: &mut Parser) -> Result<Vec<Qualifier>, SyntaxError> {
-    let mut out = Vec::new();
-    loop {
-        let e = p.expr()?;
-        if p.eat_sym("<-") {
-            if let ExprKind::Var(name) = &e.kind
-                && is_keyword(name)
-            {
-                return Err(SyntaxError::new(e.span, "expected a variable name"));
-            }
-            let pattern = to_pattern(e)?;
-            check_bindings(&pattern)?;
-            out.push(Qualifier::Gen(pattern, p.expr()?));
-        } else if out.is_empty() {
-            return Err(SyntaxError::new(p.here(), "expected `<-`"));
-        } else {
-            out.push(Qualifier::Filter(e));
-        }
-        if p.peek_word() == Some("do") {
-            p.pos += 1;
-            return Ok(out);
-        }
-        p.expect_sym(",")?;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ast::ExprKind;
 
     fn expr(s: &str) -> Expr {
         let src = format!("<%= {s} %>");
@@ -456,6 +430,9 @@ mod tests {
             }
             ExprKind::Range(a, b) => format!("({}..{})", shape(a), shape(b)),
             ExprKind::Fn { params, body } => format!("fn/{}({})", params.len(), shape(body)),
+            ExprKind::For { qualifiers, body } => {
+                format!("for/{}({})", qualifiers.len(), shape(body))
+            }
             ExprKind::List(items) | ExprKind::Tuple(items) | ExprKind::Interp(items) => {
                 format!(
                     "[{}]",
@@ -533,7 +510,13 @@ mod tests {
             shape(&expr("@xs |> Enum.map(&(&1 * 2)) |> length")),
             "length(Enum.map(@xs,fn/1((&1 * 2))))"
         );
+        assert_eq!(shape(&expr("for x <- @xs, x > 1, do: x")), "for/2(x)");
+        assert_eq!(
+            shape(&expr("Enum.join(for(x <- @xs, do: x))")),
+            "Enum.join(for/1(x))"
+        );
         for (bad, why) in [
+            ("for x <- @xs, do x", "unexpected keyword `do`"),
             ("fn x -> x", "expected `end` closing the `fn`"),
             ("fn x x end", "not a pattern"),
             ("fn x y -> x end", "not a pattern"),

@@ -386,6 +386,11 @@ impl<'a> Eval<'a> {
                 self.charge(&v, c.span)?;
                 Cow::Owned(v)
             }
+            CodeKind::For(f) => {
+                let v = self.comprehension(f)?;
+                self.charge(&v, c.span)?;
+                Cow::Owned(v)
+            }
             CodeKind::FnLocal(slot) => {
                 Cow::Owned(self.fn_locals.get(*slot).cloned().unwrap_or_default())
             }

@@ -1,5 +1,5 @@
-//! The `Enum` functions that take a function (`Enum.map(@xs, fn x -> x * 2 end)`): the VM
-//! calls the function, binding its parameters in the evaluator's function slots, once per
+//! The `Enum` functions that take a function (`Enum.map(@xs, fn x -> x * 2 end)`), and `for`
+//! comprehensions (`for x <- @xs, do: x * 2`): the VM calls the function, binding its parameters in the evaluator's function slots, once per
 //! element (each call's expression costs its steps, as any expression does). Sorting is a merge
 //! sort of our own: the comparison runs template code, which may fail or be inconsistent, and
 //! must do neither panic nor loop.
@@ -12,7 +12,7 @@ use crate::ast::Span;
 use crate::builtins::{Builtin, collections};
 use crate::error::{Error, ErrorKind};
 use crate::ops::{describe, to_string};
-use crate::program::{Code, CodeKind, FnCode};
+use crate::program::{Code, CodeKind, FnCode, ForCode, QualCode};
 use crate::value::Value;
 
 impl<'a> Eval<'a> {
@@ -228,6 +228,46 @@ impl<'a> Eval<'a> {
             }
             _ => return Err(fail(self, format!("{} takes no function", b.name()))),
         })
+    }
+
+    /// `for x <- xs, filter, do: body`: the body's values, generators nested in order.
+    pub(super) fn comprehension(&mut self, f: &'a ForCode) -> Result<Value, Error> {
+        if self.fn_locals.len() < f.slots_end {
+            self.fn_locals.resize(f.slots_end, Value::Nil);
+        }
+        let mut out = Vec::new();
+        self.qualify(&f.qualifiers, &f.body, &mut out)?;
+        Ok(Value::list(out))
+    }
+
+    fn qualify(
+        &mut self,
+        qualifiers: &'a [QualCode],
+        body: &'a Code,
+        out: &mut Vec<Value>,
+    ) -> Result<(), Error> {
+        let Some((first, rest)) = qualifiers.split_first() else {
+            out.push(self.eval(body)?.into_owned());
+            return Ok(());
+        };
+        match first {
+            QualCode::Filter(cond) => {
+                if self.eval(cond)?.is_truthy() {
+                    self.qualify(rest, body, out)?;
+                }
+            }
+            QualCode::Gen(pattern, generator) => {
+                let items = self.eval(generator)?;
+                let items = collections::elements(&items)
+                    .map_err(|m| self.err(ErrorKind::TypeMismatch, generator.span, m))?;
+                for x in items.iter() {
+                    if matches(pattern, x, &mut self.fn_locals) {
+                        self.qualify(rest, body, out)?;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Calls `f` with `args`: binds its parameters (a mismatch is Elixir's
