@@ -39,7 +39,7 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 284
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 286
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
 //! reproducing Phoenix.HTML's) and compares the bytes; the differences left are listed below.
 //!
@@ -71,11 +71,11 @@
 //!   `hd`, `tl`, `elem`, `is_nil` and the other `is_*` guards, `map_size`, `tuple_size`,
 //!   `byte_size`; `Enum.count/join/at/reverse/sum/min/max/sort/uniq/take/drop/empty?/member?/
 //!   with_index/to_list/concat/zip/chunk_every/slice` (a range may be the enumerable:
-//!   `Enum.sum(1..10)`), and with a function `Enum.map/filter/reject/find/find_index/any?/all?/
+//!   `Enum.sum(1..10)`; `with_index` takes an offset, `slice` an index and a count or a range), and with a function `Enum.map/filter/reject/find/find_index/any?/all?/
 //!   count/flat_map/sort_by/sort/reduce/map_join/min_by/max_by/uniq_by/take_while/drop_while`;
 //!   `String.length/upcase/downcase/capitalize/trim/trim_leading/
 //!   trim_trailing/split/replace/contains?/starts_with?/ends_with?/duplicate/pad_leading/
-//!   pad_trailing/reverse/slice/first/last/at/to_integer`; `Integer.to_string/parse`;
+//!   pad_trailing/reverse/slice/first/last/at/to_integer` (`slice` with a range too); `Integer.to_string/parse`;
 //!   `Float.round/floor/ceil/to_string`; `Map.get/has_key?/keys/values`;
 //!   `List.first/last/flatten`; `raw(x)` and `Phoenix.HTML.raw(x)` (no escaping); functions
 //!   registered from Rust ([`EngineBuilder::function`]); and

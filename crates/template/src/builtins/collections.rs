@@ -223,13 +223,16 @@ pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Fa
         }
         B::EnumEmpty => Ok(Value::Bool(items.is_empty())),
         B::EnumMember => Ok(Value::Bool(items.iter().any(|v| v == &x))),
-        B::EnumWithIndex => list(
-            items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| Value::Tuple(vec![v.clone(), Value::Int(i as i64)].into()))
-                .collect(),
-        ),
+        B::EnumWithIndex => {
+            // `Enum.with_index(list, offset)` numbers from `offset`.
+            let offset = if matches!(x, Value::Nil) { 0 } else { int(&x)? };
+            let mut out = Vec::with_capacity(items.len());
+            for (i, v) in items.iter().enumerate() {
+                let n = offset.checked_add(i as i64).ok_or("integer overflow")?;
+                out.push(Value::Tuple(vec![v.clone(), Value::Int(n)].into()));
+            }
+            list(out)
+        }
         B::EnumToList => list(items.to_vec()),
         B::EnumConcat => {
             let more = elements(&x)?;

@@ -60,6 +60,8 @@ pub(crate) enum Builtin {
     EnumZip,
     EnumChunkEvery,
     EnumSlice,
+    /// `Enum.slice(xs, first..last)`, compiled to three arguments.
+    EnumSliceRange,
     StringLength,
     StringCapitalize,
     StringTrim,
@@ -75,6 +77,8 @@ pub(crate) enum Builtin {
     StringPadTrailing,
     StringReverse,
     StringSlice,
+    /// `String.slice(s, first..last)`, compiled to three arguments.
+    StringSliceRange,
     StringFirst,
     StringLast,
     StringAt,
@@ -171,12 +175,13 @@ const TABLE: &[(&str, &[usize], Builtin)] = &[
     ("Enum.drop", &[2], Builtin::EnumDrop),
     ("Enum.empty?", &[1], Builtin::EnumEmpty),
     ("Enum.member?", &[2], Builtin::EnumMember),
-    ("Enum.with_index", &[1], Builtin::EnumWithIndex),
+    ("Enum.with_index", &[1, 2], Builtin::EnumWithIndex),
     ("Enum.to_list", &[1], Builtin::EnumToList),
     ("Enum.concat", &[2], Builtin::EnumConcat),
     ("Enum.zip", &[2], Builtin::EnumZip),
     ("Enum.chunk_every", &[2], Builtin::EnumChunkEvery),
     ("Enum.slice", &[3], Builtin::EnumSlice),
+    ("Enum.slice", &[2], Builtin::EnumSliceRange),
     ("String.length", &[1], Builtin::StringLength),
     ("String.capitalize", &[1], Builtin::StringCapitalize),
     ("String.trim", &[1], Builtin::StringTrim),
@@ -192,6 +197,7 @@ const TABLE: &[(&str, &[usize], Builtin)] = &[
     ("String.pad_trailing", &[2, 3], Builtin::StringPadTrailing),
     ("String.reverse", &[1], Builtin::StringReverse),
     ("String.slice", &[3], Builtin::StringSlice),
+    ("String.slice", &[2], Builtin::StringSliceRange),
     ("String.first", &[1], Builtin::StringFirst),
     ("String.last", &[1], Builtin::StringLast),
     ("String.at", &[2], Builtin::StringAt),
@@ -281,6 +287,12 @@ impl Builtin {
         })
     }
 
+    /// Whether the second argument is a range the compiler passes as its two bounds
+    /// (`Enum.slice(xs, 1..-1)`).
+    pub(crate) fn takes_range_bounds(self) -> bool {
+        matches!(self, Builtin::EnumSliceRange | Builtin::StringSliceRange)
+    }
+
     /// Whether the first argument may be a range (`Enum.sum(1..10)`): the compiler builds it.
     pub(crate) fn takes_enumerable(self) -> bool {
         TABLE
@@ -299,6 +311,39 @@ pub(crate) fn call(b: Builtin, args: Vec<Value>) -> Result<Value, Failure> {
     let mut arg = || args.next().unwrap_or_default();
     let a = arg();
     Ok(match b {
+        B::EnumSliceRange | B::StringSliceRange => {
+            // Elixir's rule: negative bounds count from the end (the first at least 0), and
+            // the slice is empty when the first is past the last or past the end.
+            let (first, last) = (arg(), arg());
+            let (Value::Int(first), Value::Int(last)) = (&first, &last) else {
+                return Err(expected("integer range bounds", &first));
+            };
+            let len = if b == B::EnumSliceRange {
+                collections::elements(&a)?.len()
+            } else {
+                match &a {
+                    Value::Str(s) => s.as_str().chars().count(),
+                    other => return Err(expected("a string", other)),
+                }
+            } as i64;
+            let start = if *first < 0 {
+                (first + len).max(0)
+            } else {
+                *first
+            };
+            let end = if *last < 0 {
+                last + len
+            } else {
+                (*last).min(len - 1)
+            };
+            let count = (end - start + 1).max(0);
+            let base = if b == B::EnumSliceRange {
+                B::EnumSlice
+            } else {
+                B::StringSlice
+            };
+            return call(base, vec![a, Value::Int(start), Value::Int(count)]);
+        }
         B::ToString => Value::from(to_string(&a)?),
         B::Length => match &a {
             Value::List(l) => Value::Int(l.len() as i64),

@@ -260,7 +260,18 @@ impl Names<'_> {
         let function = b.function_arg(args.len());
         for (i, a) in args.iter().enumerate() {
             let wanted = function.filter(|f| f.position == i);
+            if let (ExprKind::Range(lo, hi), true) = (&a.kind, i == 1 && b.takes_range_bounds()) {
+                out.push(self.expr(lo)?);
+                out.push(self.expr(hi)?);
+                continue;
+            }
             out.push(match (&a.kind, wanted) {
+                (_, _) if i == 1 && b.takes_range_bounds() => {
+                    return Err(SyntaxError::new(
+                        a.span,
+                        format!("`{}/2` takes a range `first..last` here", b.name()),
+                    ));
+                }
                 (ExprKind::Range(lo, hi), _) if i == 0 && b.takes_enumerable() => Code {
                     kind: CodeKind::RangeList(Box::new(self.expr(lo)?), Box::new(self.expr(hi)?)),
                     span: a.span,
