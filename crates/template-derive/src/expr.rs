@@ -11,6 +11,21 @@ use crate::attrs::Kind;
 use crate::names::var_ident;
 use crate::stmt::{Gen, NotNative, R};
 
+/// The assign `e` reads: `@name` and Phoenix's `assigns.name` (`false`), or `assigns[:name]`
+/// (`true`: nil when not given).
+pub(crate) fn assign_read(e: &Expr) -> Option<(&str, bool)> {
+    let is_assigns = |m: &Expr| matches!(&m.kind, ExprKind::Var(n) if n == "assigns");
+    match &e.kind {
+        ExprKind::Assign(name) => Some((name, false)),
+        ExprKind::Field(m, key) if is_assigns(m) => Some((key, false)),
+        ExprKind::Index(m, key) if is_assigns(m) => match &key.kind {
+            ExprKind::Lit(Value::Atom(k) | Value::Str(k)) => Some((k.as_str(), true)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// A field or key name as a Rust identifier (raw when it is a keyword).
 pub(crate) fn member(name: &str) -> R<Ident> {
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
@@ -37,13 +52,25 @@ impl Gen<'_> {
 
     /// A Rust expression for `e`'s value (a place or a temporary), and its kind.
     pub(crate) fn value(&mut self, e: &Expr) -> R<(TokenStream, Kind)> {
+        // `assigns` is Phoenix's map unless a template variable has that name.
+        if let Some((name, optional)) = assign_read(e)
+            && (matches!(e.kind, ExprKind::Assign(_)) || self.lookup("assigns").is_none())
+        {
+            return match self.fields.get(name) {
+                Some(kind) => {
+                    let m = member(name)?;
+                    Ok((quote! { self.#m }, *kind))
+                }
+                // A typed nil: renders nothing, compares and tests as nil.
+                None if optional => Ok((
+                    quote! { ::core::option::Option::<&'static str>::None },
+                    Kind::Typed,
+                )),
+                None => Err(NotNative),
+            };
+        }
         Ok(match &e.kind {
             ExprKind::Lit(v) => (literal(v)?, Kind::Typed),
-            ExprKind::Assign(name) => {
-                let kind = *self.fields.get(name).ok_or(NotNative)?;
-                let m = member(name)?;
-                (quote! { self.#m }, kind)
-            }
             ExprKind::Var(name) => {
                 let kind = self.lookup(name).ok_or(NotNative)?;
                 let v = var_ident(name);

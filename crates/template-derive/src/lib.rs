@@ -21,7 +21,9 @@
 //! conditions. Expressions without assigns or variables are rendered at build time by the
 //! engine and become static text. An `Option` is `nil` when `None`: `if @user` tests it (any
 //! other non-scalar value, a struct or a list, is true, as in Elixir), and `@user.name` reads
-//! through it (on `None`, the engine's error: ``cannot read key `name` of nil``).
+//! through it (on `None`, the engine's error: ``cannot read key `name` of nil``). Phoenix's
+//! `assigns[:name]` reads field `name` (nil without one) and `assigns.name` as `@name`; `a || b`
+//! and `a && b` output the value Elixir gives them.
 //!
 //! Anything else (`case`, `cond`, arithmetic, string functions, partials, other patterns,
 //! several generators, `.key` or `for` on a field whose type mentions `Value` or `Map`) makes
@@ -121,13 +123,18 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
         .map_err(|e| config.error(&e.message, e.span.start, e.span.end))?;
     let mut assigns = BTreeSet::new();
     let mut first_unknown = None;
-    walk_nodes(&nodes, &mut |e| {
-        if let ExprKind::Assign(name) = &e.kind {
+    walk_nodes(&nodes, &mut |e| match expr::assign_read(e) {
+        Some((name, false)) => {
             if !fields.contains_key(name) && first_unknown.is_none() {
-                first_unknown = Some((name.clone(), e.span));
+                first_unknown = Some((name.to_owned(), e.span));
             }
-            assigns.insert(name.clone());
+            assigns.insert(name.to_owned());
         }
+        // `assigns[:name]`: nil without such a field.
+        Some((name, true)) if fields.contains_key(name) => {
+            assigns.insert(name.to_owned());
+        }
+        _ => {}
     });
     if let Some((name, span)) = first_unknown {
         return Err(config.error(

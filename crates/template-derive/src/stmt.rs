@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use galleon_template::syntax::{Expr, ExprKind, Node, Pattern, Qualifier};
+use galleon_template::syntax::{BinOp, Expr, ExprKind, Node, Pattern, Qualifier};
 use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote};
 
@@ -207,6 +207,17 @@ impl<'a> Gen<'a> {
                     None => TokenStream::new(),
                 };
                 Ok(quote! { if #c { #t } else { #o } })
+            }
+            // `a || b` outputs `a` when truthy, else `b`; `a && b` outputs `b` when `a` is
+            // truthy, else `a` (Elixir's values of these operators).
+            ExprKind::Binary(op @ (BinOp::OrElse | BinOp::AndAlso), a, b) => {
+                let c = self.cond(a)?;
+                let (first, second) = (self.output_at(a, at)?, self.output_at(b, at)?);
+                Ok(if *op == BinOp::OrElse {
+                    quote! { if #c { #first } else { #second } }
+                } else {
+                    quote! { if #c { #second } else { #first } }
+                })
             }
             ExprKind::Call {
                 name, args, kwargs, ..

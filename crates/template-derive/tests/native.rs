@@ -415,6 +415,38 @@ fn one_line_ifs_and_calls_without_parentheses() {
     assert_eq!(e.to_string(), want.to_string());
 }
 
+// Phoenix's `assigns[:name]` (nil without such a field) and `assigns.name`, and `||` / `&&`
+// in an output, as layouts write `<%= assigns[:page_title] || "App" %>`.
+
+const LAYOUT: &str = "<title><%= assigns[:page_title] || \"App\" %></title>\
+<%= assigns[:nope] %>|<%= assigns.n %>|<%= @n > 1 && \"many\" %>|<%= @flag || @n %>";
+
+#[derive(Template, Serialize, Clone)]
+#[template(source = "<title><%= assigns[:page_title] || \"App\" %></title>\
+<%= assigns[:nope] %>|<%= assigns.n %>|<%= @n > 1 && \"many\" %>|<%= @flag || @n %>")]
+struct Layout {
+    page_title: Option<String>,
+    n: i64,
+    flag: bool,
+}
+
+#[test]
+fn assigns_map_reads_and_or_outputs() {
+    const _: () = assert!(<Layout as Template>::SLOTS > 0, "compiled natively");
+    let t = Layout {
+        page_title: Some("<Shop>".into()),
+        n: 2,
+        flag: false,
+    };
+    assert_eq!(check(LAYOUT, &t), b"<title>&lt;Shop&gt;</title>|2|many|2");
+    let t = Layout {
+        page_title: None,
+        n: 1,
+        flag: true,
+    };
+    assert_eq!(check(LAYOUT, &t), b"<title>App</title>|1|false|true");
+}
+
 // Shapes rendered through the engine: same bytes.
 
 const FALLBACK: &str = "<%= case @n do %><% 1 -> %>one<% x when x > 1 -> %>many <%= x * 2 %><% end %>\

@@ -39,7 +39,7 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 286
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 288
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
 //! reproducing Phoenix.HTML's) and compares the bytes; the differences left are listed below.
 //!
@@ -58,7 +58,8 @@
 //! - **Variables**: `<% x = expr %>` (also `<% {a, b} = expr %>`; a failed match is an error);
 //!   visible to the end of the enclosing block. Patterns: variables, `_`, literals, atoms,
 //!   `^pinned`, tuples, lists.
-//! - **Values**: `@assign`, variables, `nil`, `true`, `false`, integers (`1_000`, `0xFF`,
+//! - **Values**: `@assign` (also Phoenix's `assigns.name`, and `assigns[:name]`, nil when not
+//!   given), variables, `nil`, `true`, `false`, integers (`1_000`, `0xFF`,
 //!   `0o17`, `0b101`; 64-bit), floats (printed as Elixir prints them: `1000.0` is `1.0e3`),
 //!   strings with Elixir's escapes (`\n \t \s \e \xHH \uHHHH \u{H...}`) and
 //!   `"#{interpolation}"` (each part through `to_string`), atoms (`:ok`, `:"a b"`), lists

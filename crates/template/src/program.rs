@@ -280,6 +280,8 @@ pub(crate) enum CodeKind {
     Lit(Value),
     Local(usize),
     Assign(usize),
+    /// `assigns[:name]`: the assign, or nil when not given.
+    AssignOrNil(usize),
     Field(Box<Code>, Str),
     Index(Box<Code>, Box<Code>),
     Unary(UnOp, Box<Code>),

@@ -50,6 +50,22 @@ impl Names<'_> {
         self.locals - 1
     }
 
+    /// The index of assign `name` in the program's assigns, added when new.
+    fn assign(&mut self, name: &str) -> usize {
+        match self.assigns.iter().position(|a| a == name) {
+            Some(i) => i,
+            None => {
+                self.assigns.push(name.to_owned());
+                self.assigns.len() - 1
+            }
+        }
+    }
+
+    /// Whether `e` is Phoenix's `assigns` (not a variable of that name).
+    fn is_assigns(&self, e: &Expr) -> bool {
+        matches!(&e.kind, ExprKind::Var(n) if n == "assigns") && self.lookup("assigns").is_none()
+    }
+
     fn lookup(&self, name: &str) -> Option<usize> {
         self.scope
             .iter()
@@ -98,15 +114,25 @@ impl Names<'_> {
     pub(super) fn expr(&mut self, e: &Expr) -> R<Code> {
         let kind = match &e.kind {
             ExprKind::Lit(v) => CodeKind::Lit(v.clone()),
-            ExprKind::Assign(name) => {
-                let i = match self.assigns.iter().position(|a| a == name) {
-                    Some(i) => i,
-                    None => {
-                        self.assigns.push(name.to_owned());
-                        self.assigns.len() - 1
-                    }
-                };
-                CodeKind::Assign(i)
+            ExprKind::Assign(name) => CodeKind::Assign(self.assign(name)),
+            // Phoenix's `assigns[:name]` (nil when not given) and `assigns.name`.
+            ExprKind::Index(map, key) if self.is_assigns(map) => match &key.kind {
+                ExprKind::Lit(Value::Atom(k) | Value::Str(k)) => {
+                    CodeKind::AssignOrNil(self.assign(k.as_str()))
+                }
+                _ => {
+                    return Err(SyntaxError::new(
+                        key.span,
+                        "`assigns[...]` takes a literal name, as in `assigns[:title]`",
+                    ));
+                }
+            },
+            ExprKind::Field(map, key) if self.is_assigns(map) => CodeKind::Assign(self.assign(key)),
+            ExprKind::Var(name) if name == "assigns" && self.lookup(name).is_none() => {
+                return Err(SyntaxError::new(
+                    e.span,
+                    "`assigns` is read one name at a time: `assigns[:name]` (nil when not given) or `@name`",
+                ));
             }
             ExprKind::Var(name) => match self.lookup(name) {
                 Some(slot) if slot >= FN_SLOT => CodeKind::FnLocal(slot - FN_SLOT),

@@ -391,6 +391,10 @@ impl<'a> Eval<'a> {
                 self.charge(&v, c.span)?;
                 Cow::Owned(v)
             }
+            CodeKind::AssignOrNil(i) => match self.frame.assigns.get(*i) {
+                Some(Some(v)) => Cow::Borrowed(v),
+                _ => Cow::Borrowed(&NIL),
+            },
             CodeKind::FnLocal(slot) => {
                 Cow::Owned(self.fn_locals.get(*slot).cloned().unwrap_or_default())
             }
