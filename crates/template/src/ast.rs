@@ -68,6 +68,8 @@ pub enum Pattern {
     Tuple(Vec<Pattern>, Span),
     /// `[a, b]`: a list of exactly these elements.
     List(Vec<Pattern>, Span),
+    /// `%{key: p, "k" => q}`: a map with at least these keys, their values matching.
+    Map(Vec<(String, Pattern)>, Span),
 }
 
 impl Pattern {
@@ -77,7 +79,8 @@ impl Pattern {
             | Pattern::Lit(_, s)
             | Pattern::Pin(_, s)
             | Pattern::Tuple(_, s)
-            | Pattern::List(_, s) => *s,
+            | Pattern::List(_, s)
+            | Pattern::Map(_, s) => *s,
         }
     }
 }

@@ -39,7 +39,7 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 288
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 290
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
 //! reproducing Phoenix.HTML's) and compares the bytes; the differences left are listed below.
 //!
@@ -57,7 +57,7 @@
 //!   A block opened with `<%` instead of `<%=` outputs nothing, as in EEx.
 //! - **Variables**: `<% x = expr %>` (also `<% {a, b} = expr %>`; a failed match is an error);
 //!   visible to the end of the enclosing block. Patterns: variables, `_`, literals, atoms,
-//!   `^pinned`, tuples, lists.
+//!   `^pinned`, tuples, lists, maps (`%{status: "paid", total: t}`: at least these keys).
 //! - **Values**: `@assign` (also Phoenix's `assigns.name`, and `assigns[:name]`, nil when not
 //!   given), variables, `nil`, `true`, `false`, integers (`1_000`, `0xFF`,
 //!   `0o17`, `0b101`; 64-bit), floats (printed as Elixir prints them: `1000.0` is `1.0e3`),

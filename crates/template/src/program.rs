@@ -227,6 +227,8 @@ pub(crate) enum PatCode {
     Tuple(Vec<PatCode>),
     /// A list of exactly these.
     List(Vec<PatCode>),
+    /// A map with at least these keys, their values matching.
+    Map(Vec<(Str, PatCode)>),
 }
 
 /// A compiled anonymous function: its parameters' patterns (binding function slots, apart from

@@ -108,6 +108,12 @@ impl Names<'_> {
             Pattern::List(items, _) => {
                 PatCode::List(items.iter().map(|i| self.pattern(i)).collect::<R<_>>()?)
             }
+            Pattern::Map(entries, _) => PatCode::Map(
+                entries
+                    .iter()
+                    .map(|(k, p)| Ok((Str::new(k), self.pattern(p)?)))
+                    .collect::<R<_>>()?,
+            ),
         })
     }
 

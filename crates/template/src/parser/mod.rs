@@ -407,7 +407,7 @@ fn end_of_tag(p: &Parser) -> Result<(), SyntaxError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ast::ExprKind;
+    use crate::ast::{ExprKind, Pattern};
 
     fn expr(s: &str) -> Expr {
         let src = format!("<%= {s} %>");
@@ -528,6 +528,35 @@ mod tests {
             let e = parse(&format!("<%= {bad} %>"), false).unwrap_err();
             assert!(e.message.contains(why), "{bad}: {}", e.message);
         }
+    }
+
+    #[test]
+    fn map_patterns() {
+        let nodes = parse(
+            "<%= case @o do %><% %{status: \"paid\", total: t} -> %><%= t %><% %{} -> %>-<% end %>",
+            false,
+        )
+        .unwrap();
+        let [Node::Case { clauses, .. }] = &nodes[..] else {
+            panic!("{nodes:?}")
+        };
+        match (&clauses[0].pattern, &clauses[1].pattern) {
+            (Pattern::Map(first, _), Pattern::Map(empty, _)) => {
+                let keys: Vec<&str> = first.iter().map(|(k, _)| k.as_str()).collect();
+                assert_eq!(keys, ["status", "total"]);
+                assert!(matches!(first[1].1, Pattern::Var(Some(ref n), _) if n == "t"));
+                assert!(empty.is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
+        let e = parse("<% %{@k => v} = @m %>", false).unwrap_err();
+        assert!(
+            e.message.contains("keys are atoms or strings"),
+            "{}",
+            e.message
+        );
+        let e = parse("<% %{a: x, b: x} = @m %>", false).unwrap_err();
+        assert!(e.message.contains("bound twice"), "{}", e.message);
     }
 
     /// Calls without parentheses, as Phoenix templates write them (`raw @html`): the arguments

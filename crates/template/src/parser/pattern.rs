@@ -13,7 +13,30 @@ pub(super) fn to_pattern(e: Expr) -> Result<Pattern, SyntaxError> {
             let bind = !name.starts_with('_');
             Pattern::Var(bind.then_some(name), span)
         }
-        ExprKind::Lit(v @ (Value::List(_) | Value::Map(_))) => {
+        // `%{status: :paid}` (a constant map, folded by the parser): each value a literal.
+        ExprKind::Lit(Value::Map(m)) => Pattern::Map(
+            m.iter()
+                .map(|(k, v)| (k.as_str().to_owned(), Pattern::Lit(v.clone(), span)))
+                .collect(),
+            span,
+        ),
+        ExprKind::Map(entries) => {
+            let mut out = Vec::with_capacity(entries.len());
+            for (k, v) in entries {
+                let key = match &k.kind {
+                    ExprKind::Lit(Value::Atom(s) | Value::Str(s)) => s.as_str().to_owned(),
+                    _ => {
+                        return Err(SyntaxError::new(
+                            k.span,
+                            "a map pattern's keys are atoms or strings",
+                        ));
+                    }
+                };
+                out.push((key, to_pattern(v)?));
+            }
+            Pattern::Map(out, span)
+        }
+        ExprKind::Lit(v @ Value::List(_)) => {
             return Err(SyntaxError::new(
                 span,
                 format!("a {} literal cannot be a pattern here", v.type_name()),
@@ -52,7 +75,7 @@ pub(super) fn to_pattern(e: Expr) -> Result<Pattern, SyntaxError> {
 fn not_a_pattern(span: crate::ast::Span) -> SyntaxError {
     SyntaxError::new(
         span,
-        "not a pattern: patterns are variables, `_`, literals, `^var`, `{...}` and `[...]`",
+        "not a pattern: patterns are variables, `_`, literals, `^var`, `{...}`, `[...]` and `%{...}`",
     )
 }
 
@@ -72,6 +95,11 @@ pub(super) fn check_bindings(p: &Pattern) -> Result<(), SyntaxError> {
             Pattern::Tuple(items, _) | Pattern::List(items, _) => {
                 for i in items {
                     walk(i, seen)?;
+                }
+            }
+            Pattern::Map(entries, _) => {
+                for (_, p) in entries {
+                    walk(p, seen)?;
                 }
             }
             Pattern::Var(None, _) | Pattern::Lit(..) | Pattern::Pin(..) => {}

@@ -1,5 +1,5 @@
-//! Pattern matching for `=`, `case` clauses and `for` generators: compares with `===` and
-//! binds variables into a frame's slots.
+//! Pattern matching for `=`, `case` clauses, `for` generators and `fn` parameters: compares
+//! with `===` and binds variables into a frame's (or the functions') slots.
 
 use crate::program::PatCode;
 use crate::value::Value;
@@ -22,6 +22,12 @@ pub(super) fn matches(p: &PatCode, v: &Value, locals: &mut [Value]) -> bool {
                 .iter()
                 .zip(t.iter())
                 .all(|(p, v)| matches(p, v, locals)),
+            _ => false,
+        },
+        PatCode::Map(entries) => match v {
+            Value::Map(m) => entries
+                .iter()
+                .all(|(k, p)| m.get(&k.bytes()[..]).is_some_and(|v| matches(p, v, locals))),
             _ => false,
         },
         PatCode::List(items) => match v {
