@@ -39,7 +39,7 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 290
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 293
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
 //! reproducing Phoenix.HTML's) and compares the bytes; the differences left are listed below.
 //!
@@ -76,8 +76,9 @@
 //!   count/flat_map/sort_by/sort/reduce/map_join/min_by/max_by/uniq_by/take_while/drop_while`;
 //!   `String.length/upcase/downcase/capitalize/trim/trim_leading/
 //!   trim_trailing/split/replace/contains?/starts_with?/ends_with?/duplicate/pad_leading/
-//!   pad_trailing/reverse/slice/first/last/at/to_integer` (`slice` with a range too); `Integer.to_string/parse`;
-//!   `Float.round/floor/ceil/to_string`; `Map.get/has_key?/keys/values`;
+//!   pad_trailing/reverse/slice/first/last/at/to_integer` (`slice` with a range too; `split`
+//!   with `trim: true`); `Integer.to_string/parse`;
+//!   `Float.round/floor/ceil/to_string`; `:erlang.float_to_binary(x, decimals: n)` (prices); `Map.get/has_key?/keys/values`;
 //!   `List.first/last/flatten`; `raw(x)` and `Phoenix.HTML.raw(x)` (no escaping); functions
 //!   registered from Rust ([`EngineBuilder::function`]); and
 //!   `render("partial.html.eex", key: value)`, looked up relative to the calling template's

@@ -60,6 +60,8 @@ pub(crate) enum Builtin {
     EnumZip,
     EnumChunkEvery,
     EnumSlice,
+    /// `:erlang.float_to_binary(x, decimals: n)`.
+    FloatToBinary,
     /// `Enum.slice(xs, first..last)`, compiled to three arguments.
     EnumSliceRange,
     StringLength,
@@ -187,7 +189,7 @@ const TABLE: &[(&str, &[usize], Builtin)] = &[
     ("String.trim", &[1], Builtin::StringTrim),
     ("String.trim_leading", &[1], Builtin::StringTrimLeading),
     ("String.trim_trailing", &[1], Builtin::StringTrimTrailing),
-    ("String.split", &[1, 2], Builtin::StringSplit),
+    ("String.split", &[1, 2, 3], Builtin::StringSplit),
     ("String.replace", &[3], Builtin::StringReplace),
     ("String.contains?", &[2], Builtin::StringContains),
     ("String.starts_with?", &[2], Builtin::StringStartsWith),
@@ -204,6 +206,7 @@ const TABLE: &[(&str, &[usize], Builtin)] = &[
     ("String.to_integer", &[1], Builtin::StringToInteger),
     ("Integer.parse", &[1], Builtin::IntegerParse),
     ("Float.round", &[1, 2], Builtin::FloatRound),
+    (":erlang.float_to_binary", &[2], Builtin::FloatToBinary),
     ("Float.floor", &[1], Builtin::FloatFloor),
     ("Float.ceil", &[1], Builtin::FloatCeil),
     ("Map.get", &[2, 3], Builtin::MapGet),
@@ -285,6 +288,12 @@ impl Builtin {
             arity: fn_arity,
             or_order: self == B::EnumSortWith,
         })
+    }
+
+    /// Whether the last argument may be written as keyword options (`String.split(s, ",",
+    /// trim: true)`): the compiler passes them as a keyword list, as Elixir does.
+    pub(crate) fn takes_options(self) -> bool {
+        matches!(self, Builtin::StringSplit | Builtin::FloatToBinary)
     }
 
     /// Whether the second argument is a range the compiler passes as its two bounds
@@ -435,6 +444,17 @@ pub(crate) fn call(b: Builtin, args: Vec<Value>) -> Result<Value, Failure> {
             Value::Str(s) => Value::Int(s.len() as i64),
             other => return Err(expected("a string", other)),
         },
+        B::FloatToBinary => {
+            let Value::Float(x) = a else {
+                return Err(expected("a float", &a));
+            };
+            let opts = arg();
+            match option(&opts, "decimals")? {
+                Some(Value::Int(d)) if (0..=253).contains(d) => Value::from(fixed(x, *d as usize)),
+                Some(other) => return Err(expected("decimals: 0 to 253", other)),
+                None => return Err("expects the option decimals: N".to_owned()),
+            }
+        }
         B::FloatRound | B::FloatFloor | B::FloatCeil => {
             let Value::Float(x) = a else {
                 return Err(expected("a float", &a));
@@ -474,14 +494,18 @@ pub(crate) fn call(b: Builtin, args: Vec<Value>) -> Result<Value, Failure> {
 /// Rounds half away from zero at `digits` decimals, on the float's exact decimal expansion, as
 /// Elixir's `Float.round/2` does (`Float.round(2.675, 2)` is 2.67: the float is below 2.675).
 fn round_half_up(x: f64, digits: i32) -> f64 {
+    let r: f64 = fixed(x.abs(), digits as usize).parse().unwrap_or(x.abs());
+    if x.is_sign_negative() { -r } else { r }
+}
+
+/// `x` with `digits` decimals, its exact value rounded half away from zero (`fixed(0.125, 2)`
+/// is "0.13", `fixed(2.5, 0)` is "3"), as Erlang's `float_to_binary(x, decimals: n)` writes it.
+fn fixed(x: f64, digits: usize) -> String {
     // Rust prints a float's exact decimal expansion when asked for enough digits.
     let exact = format!("{:.1100}", x.abs());
     let (int, frac) = exact.split_once('.').unwrap_or((&exact, ""));
-    let keep = &frac[..digits as usize];
-    let round_up = frac
-        .as_bytes()
-        .get(digits as usize)
-        .is_some_and(|&d| d >= b'5');
+    let keep = &frac[..digits];
+    let round_up = frac.as_bytes().get(digits).is_some_and(|&d| d >= b'5');
     let mut n: Vec<u8> = format!("{int}{keep}").into_bytes();
     if round_up {
         let mut i = n.len();
@@ -499,14 +523,36 @@ fn round_half_up(x: f64, digits: i32) -> f64 {
             }
         }
     }
-    let point = n.len() - digits as usize;
-    let text = format!(
-        "{}.{}",
-        std::str::from_utf8(&n[..point]).unwrap_or("0"),
-        std::str::from_utf8(&n[point..]).unwrap_or("0")
-    );
-    let r: f64 = text.parse().unwrap_or(x.abs());
-    if x.is_sign_negative() { -r } else { r }
+    let point = n.len() - digits;
+    let sign = if x.is_sign_negative() { "-" } else { "" };
+    let int = std::str::from_utf8(&n[..point]).unwrap_or("0");
+    match std::str::from_utf8(&n[point..]).unwrap_or("") {
+        "" => format!("{sign}{int}"),
+        frac => format!("{sign}{int}.{frac}"),
+    }
+}
+
+/// Option `key` of a keyword list (`[trim: true]`, as the compiler passes `trim: true`); nil
+/// gives none.
+pub(crate) fn option<'v>(opts: &'v Value, key: &str) -> Result<Option<&'v Value>, Failure> {
+    let Value::List(items) = opts else {
+        return match opts {
+            Value::Nil => Ok(None),
+            other => Err(expected("keyword options", other)),
+        };
+    };
+    for item in items.iter() {
+        match item {
+            Value::Tuple(t)
+                if t.len() == 2 && matches!(&t[0], Value::Atom(k) if k.as_str() == key) =>
+            {
+                return Ok(Some(&t[1]));
+            }
+            Value::Tuple(t) if t.len() == 2 && matches!(&t[0], Value::Atom(_)) => {}
+            other => return Err(expected("keyword options", other)),
+        }
+    }
+    Ok(None)
 }
 
 fn float_to_int(x: f64) -> Result<Value, Failure> {

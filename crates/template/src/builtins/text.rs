@@ -71,6 +71,19 @@ pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Fa
         B::StringTrim => string_of(s.trim_matches(ws).to_owned()),
         B::StringTrimLeading => string_of(s.trim_start_matches(ws).to_owned()),
         B::StringTrimTrailing => string_of(s.trim_end_matches(ws).to_owned()),
+        // `String.split(s, sep, trim: true)`: the parts without the empty ones.
+        B::StringSplit if !matches!(y, Value::Nil) => {
+            let trim = super::option(&y, "trim")?.is_some_and(Value::is_truthy);
+            let Value::List(parts) = call(B::StringSplit, a, x, Value::Nil)? else {
+                return Err("String.split gave no list".to_owned());
+            };
+            Ok(Value::list(
+                parts
+                    .iter()
+                    .filter(|p| !(trim && matches!(p, Value::Str(s) if s.as_str().is_empty())))
+                    .cloned(),
+            ))
+        }
         B::StringSplit => Ok(Value::list(match &x {
             Value::Nil => s
                 .split(ws)

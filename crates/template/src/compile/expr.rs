@@ -238,6 +238,26 @@ impl Names<'_> {
         }
         let arity = args.len() + usize::from(!kwargs.is_empty());
         if !kwargs.is_empty() {
+            // Keyword options, for the built-ins that take them: a keyword list, last.
+            if let Some(b) = builtins::lookup(name, arity).filter(|b| b.takes_options()) {
+                let mut code = self.builtin_args(b, args)?;
+                let mut opts = Vec::with_capacity(kwargs.len());
+                for (k, kspan, v) in kwargs {
+                    let key = Code {
+                        kind: CodeKind::Lit(Value::atom(k)),
+                        span: *kspan,
+                    };
+                    opts.push(Code {
+                        span: kspan.to(v.span),
+                        kind: CodeKind::Tuple(vec![key, self.expr(v)?]),
+                    });
+                }
+                code.push(Code {
+                    kind: CodeKind::List(opts),
+                    span,
+                });
+                return Ok(CodeKind::Builtin(b, code));
+            }
             return Err(SyntaxError::new(
                 name_span,
                 format!("`{name}` takes no keyword arguments"),

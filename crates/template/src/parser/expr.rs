@@ -291,6 +291,34 @@ impl Parser {
             Tok::Int(n) => lit(Value::Int(n)),
             Tok::Float(x) => lit(Value::Float(x)),
             Tok::Str(s) => lit(Value::from(s)),
+            // `:erlang.float_to_binary(x, decimals: 2)`: a call into an Erlang module.
+            Tok::Atom(a)
+                if matches!(self.peek(), Some(Tok::Sym(".")))
+                    && matches!(
+                        self.tokens.get(self.pos + 1),
+                        Some(Token {
+                            tok: Tok::Ident(_),
+                            ..
+                        })
+                    )
+                    && matches!(
+                        self.tokens.get(self.pos + 2),
+                        Some(Token {
+                            tok: Tok::Sym("("),
+                            ..
+                        })
+                    ) =>
+            {
+                self.pos += 1;
+                let Some(Token {
+                    tok: Tok::Ident(f),
+                    span: fspan,
+                }) = self.next_token()
+                else {
+                    return Err(SyntaxError::new(span, "expected a function name"));
+                };
+                self.call(format!(":{a}.{f}"), span.to(fspan))
+            }
             Tok::Atom(a) => lit(Value::atom(&a)),
             Tok::Interp(parts) => self.interpolation(parts, span),
             Tok::Assign(name) => Ok(Expr {
