@@ -39,7 +39,7 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 293
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 295
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
 //! reproducing Phoenix.HTML's) and compares the bytes; the differences left are listed below.
 //!
@@ -71,9 +71,10 @@
 //! - **Functions**: `to_string`, `length`, `div`, `rem`, `abs`, `round`, `trunc`, `max`, `min`,
 //!   `hd`, `tl`, `elem`, `is_nil` and the other `is_*` guards, `map_size`, `tuple_size`,
 //!   `byte_size`; `Enum.count/join/at/reverse/sum/min/max/sort/uniq/take/drop/empty?/member?/
-//!   with_index/to_list/concat/zip/chunk_every/slice` (a range may be the enumerable:
-//!   `Enum.sum(1..10)`; `with_index` takes an offset, `slice` an index and a count or a range), and with a function `Enum.map/filter/reject/find/find_index/any?/all?/
-//!   count/flat_map/sort_by/sort/reduce/map_join/min_by/max_by/uniq_by/take_while/drop_while`;
+//!   with_index/to_list/concat/zip/chunk_every/slice/frequencies` (a range may be the
+//!   enumerable: `Enum.sum(1..10)`; `with_index` takes an offset, `slice` an index and a count
+//!   or a range), and with a function `Enum.map/filter/reject/find/find_index/any?/all?/count/
+//!   flat_map/sort_by/sort/reduce/map_join/min_by/max_by/uniq_by/take_while/drop_while/group_by`;
 //!   `String.length/upcase/downcase/capitalize/trim/trim_leading/
 //!   trim_trailing/split/replace/contains?/starts_with?/ends_with?/duplicate/pad_leading/
 //!   pad_trailing/reverse/slice/first/last/at/to_integer` (`slice` with a range too; `split`
@@ -130,7 +131,9 @@
 //!   typos far more often than intended (EEx outputs nothing, and the bytes of the charlist).
 //! - Maps have string keys: `m.key`, `m[:key]` and `m["key"]` all find the key `"key"` (an
 //!   Elixir map has atom or string keys, not both), and a map literal's atom keys become
-//!   strings. `for {k, v} <- map` gives string keys.
+//!   strings. `for {k, v} <- map` gives string keys. So `Enum.group_by` and
+//!   `Enum.frequencies` take string or atom keys only (an integer key is an error: as a string
+//!   it would change the key's type and the map's order).
 //! - Not supported (a located error): anonymous functions (`fn`, `&`), `Enum.map`/`filter`
 //!   and other functions taking functions, ranges outside `for`, `in` and `Enum` arguments,
 //!   `<%= for x <- xs, do: x %>`, big integers, sigils, `with`, `try`, structs.

@@ -31,6 +31,10 @@ use galleon_template::{Assigns, Engine};
 /// the crate docs under "Differences from EEx").
 const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
     (
+        "group_by_integer_keys",
+        "maps have string keys: `Enum.group_by`/`frequencies` keys must be strings or atoms",
+    ),
+    (
         "int_bigger_than_i64",
         "integers are 64-bit: a literal past i64 is a located error, not a big integer",
     ),

@@ -89,6 +89,18 @@ fn int(v: &Value) -> Result<i64, Failure> {
     }
 }
 
+/// A value as the key of a map a function builds: a string or an atom (galleon's map keys are
+/// strings; an integer key would change the map's order and the key's type).
+pub(crate) fn map_key(v: &Value, function: &str) -> Result<Str, Failure> {
+    match v {
+        Value::Str(s) | Value::Atom(s) => Ok(s.clone()),
+        other => Err(format!(
+            "{function} builds a map, whose keys are strings or atoms here, not {}",
+            crate::ops::describe(other)
+        )),
+    }
+}
+
 /// A map key given as a string or an atom (galleon's map keys are strings).
 fn key(v: &Value) -> Option<&Str> {
     match v {
@@ -197,6 +209,18 @@ pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Fa
                 Some(e) => Err(e),
                 None => list(v),
             }
+        }
+        B::EnumFrequencies => {
+            let mut counts = crate::value::Map::new();
+            for v in items.iter() {
+                let n = counts
+                    .entry(map_key(v, "Enum.frequencies")?)
+                    .or_insert(Value::Int(0));
+                if let Value::Int(c) = n {
+                    *c += 1;
+                }
+            }
+            Ok(Value::Map(Arc::new(counts)))
         }
         B::EnumUniq => {
             let mut out: Vec<Value> = Vec::new();

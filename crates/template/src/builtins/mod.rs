@@ -115,6 +115,8 @@ pub(crate) enum Builtin {
     EnumUniqBy,
     EnumTakeWhile,
     EnumDropWhile,
+    EnumGroupBy,
+    EnumFrequencies,
 }
 
 /// Where a built-in takes a function, and of how many arguments.
@@ -234,6 +236,8 @@ const TABLE: &[(&str, &[usize], Builtin)] = &[
     ("Enum.uniq_by", &[2], Builtin::EnumUniqBy),
     ("Enum.take_while", &[2], Builtin::EnumTakeWhile),
     ("Enum.drop_while", &[2], Builtin::EnumDropWhile),
+    ("Enum.group_by", &[2], Builtin::EnumGroupBy),
+    ("Enum.frequencies", &[1], Builtin::EnumFrequencies),
 ];
 
 /// The built-in called `name` with `arity` arguments.
@@ -277,7 +281,8 @@ impl Builtin {
             | B::EnumMaxBy
             | B::EnumUniqBy
             | B::EnumTakeWhile
-            | B::EnumDropWhile => (1, 1),
+            | B::EnumDropWhile
+            | B::EnumGroupBy => (1, 1),
             B::EnumMapJoin => (arity - 1, 1),
             B::EnumSortWith => (1, 2),
             B::EnumReduce => (2, 2),

@@ -13,7 +13,7 @@ use crate::builtins::{Builtin, collections};
 use crate::error::{Error, ErrorKind};
 use crate::ops::{describe, to_string};
 use crate::program::{Code, CodeKind, FnCode, ForCode, QualCode};
-use crate::value::Value;
+use crate::value::{Str, Value};
 
 impl<'a> Eval<'a> {
     /// Runs built-in `b`, which takes a function, on `args` (compiled by the compiler's rules:
@@ -111,6 +111,20 @@ impl<'a> Eval<'a> {
                     }
                 }
                 Value::list(out)
+            }
+            B::EnumGroupBy => {
+                let mut groups: std::collections::BTreeMap<Str, Vec<Value>> = Default::default();
+                for x in items.iter() {
+                    let k = self.apply(f, &[x])?;
+                    let k = collections::map_key(&k, "Enum.group_by").map_err(|m| fail(self, m))?;
+                    groups.entry(k).or_default().push(x.clone());
+                }
+                Value::Map(std::sync::Arc::new(
+                    groups
+                        .into_iter()
+                        .map(|(k, v)| (k, Value::list(v)))
+                        .collect(),
+                ))
             }
             B::EnumTakeWhile | B::EnumDropWhile => {
                 let mut n = 0;
