@@ -350,7 +350,7 @@ pub(crate) fn call(b: Builtin, args: Vec<Value>) -> Result<Value, Failure> {
             } else {
                 (*last).min(len - 1)
             };
-            let count = (end - start + 1).max(0);
+            let count = end.saturating_sub(start).saturating_add(1).max(0);
             let base = if b == B::EnumSliceRange {
                 B::EnumSlice
             } else {
@@ -587,6 +587,37 @@ mod tests {
         assert_eq!(round_half_up(-1.5, 0), -2.0);
         assert_eq!(round_half_up(9.999, 2), 10.0);
         assert_eq!(round_half_up(1.23456, 3), 1.235);
+    }
+
+    /// Regression: extreme range bounds overflowed the count arithmetic (a panic in debug).
+    #[test]
+    fn slices_by_range_take_any_bounds() {
+        let xs = Value::list([1, 2, 3].map(Value::Int));
+        for (first, last, want) in [
+            (i64::MAX, i64::MIN, 0),
+            (i64::MIN, i64::MAX, 3),
+            (i64::MIN, i64::MIN, 0),
+            (1, -1, 2),
+        ] {
+            let got = call(
+                Builtin::EnumSliceRange,
+                vec![xs.clone(), Value::Int(first), Value::Int(last)],
+            )
+            .unwrap();
+            assert!(
+                matches!(&got, Value::List(l) if l.len() == want),
+                "{first}..{last}: {got:?}"
+            );
+            let got = call(
+                Builtin::StringSliceRange,
+                vec![Value::str("abc"), Value::Int(first), Value::Int(last)],
+            )
+            .unwrap();
+            assert!(
+                matches!(&got, Value::Str(s) if s.len() == want),
+                "{first}..{last}: {got:?}"
+            );
+        }
     }
 
     #[test]
