@@ -1,13 +1,13 @@
 //! `nil` for typed values of any type: what the derive's generated code calls for `if @user` and
 //! `@user.name` when `user` is an `Option` of a struct (which has no [`ToScalar`] impl).
 //!
-//! Dispatch is by autoref specialization: generated code calls a method on `&&&Probe(&v)` (truthiness)
-//! or `&&Probe(&v)` (a key's base), and method lookup picks the first impl whose type matches
-//! at the fewest dereferences: a value with scalar truthiness (`bool`, `Option<bool>`, strings,
-//! numbers) tests as a scalar; another `Option` is `nil` when `None`; anything else (a struct,
-//! a list) is true, as every value but `nil` and `false` is in Elixir. This works on the
-//! concrete types of the generated code; in code generic over a type parameter, the parameter
-//! counts as "anything else".
+//! Dispatch is by autoref specialization: generated code calls a method on `&&&Probe(&v)`
+//! (truthiness) or `&&Probe(&v)` (a key's base), and method lookup picks the first impl whose
+//! type matches at the fewest dereferences: a value with scalar truthiness (`bool`,
+//! `Option<bool>`, strings, numbers) tests as a scalar; another `Option` is `nil` when `None`;
+//! anything else (a struct, a list) is true, as every value but `nil` and `false` is in Elixir.
+//! This works on the concrete types of the generated code; in code generic over a type
+//! parameter, the parameter counts as "anything else".
 //!
 //! [`ToScalar`]: super::ToScalar
 

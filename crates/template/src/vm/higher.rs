@@ -1,8 +1,8 @@
 //! The `Enum` functions that take a function (`Enum.map(@xs, fn x -> x * 2 end)`), and `for`
-//! comprehensions (`for x <- @xs, do: x * 2`): the VM calls the function, binding its parameters in the evaluator's function slots, once per
-//! element (each call's expression costs its steps, as any expression does). Sorting is a merge
-//! sort of our own: the comparison runs template code, which may fail or be inconsistent, and
-//! must do neither panic nor loop.
+//! comprehensions (`for x <- @xs, do: x * 2`): the VM calls the function, binding its
+//! parameters in the evaluator's function slots, once per element (each call's expression costs
+//! its steps, as any expression does). Sorting is a merge sort of our own: the comparison runs
+//! template code, which may fail or be inconsistent, and must do neither panic nor loop.
 
 use std::cmp::Ordering;
 
