@@ -262,10 +262,10 @@ pub(crate) struct Token {
 }
 
 /// Operators and punctuation, longest first so that `<=` wins over `<`.
-const SYMBOLS: [&str; 35] = [
+const SYMBOLS: [&str; 36] = [
     "===", "!==", "<-", "<>", "<=", ">=", "==", "!=", "&&", "||", "..", "|>", "->", "=>", "++",
     "%{", "<", ">", "!", ".", "+", "-", "*", "/", "(", ")", "[", "]", "{", "}", ",", "=", "|", "^",
-    "&",
+    "&", ";",
 ];
 
 fn is_ident_start(c: u8) -> bool {

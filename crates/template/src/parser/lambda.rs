@@ -40,9 +40,17 @@ impl Parser {
         check_bindings(&Pattern::Tuple(params.clone(), span))?;
         let body = self.expr()?;
         if self.peek_word() != Some("end") {
+            let several = matches!(self.peek(), Some(Tok::Sym(";")))
+                || self.tokens[self.pos..]
+                    .iter()
+                    .any(|t| matches!(t.tok, Tok::Sym("->")));
             return Err(SyntaxError::new(
                 self.here(),
-                "expected `end` closing the `fn` (one clause, one expression)",
+                if several {
+                    "a `fn` with several clauses is not supported (one clause, one expression)"
+                } else {
+                    "expected `end` closing the `fn` (one clause, one expression)"
+                },
             ));
         }
         self.pos += 1;

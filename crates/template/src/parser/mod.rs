@@ -518,6 +518,10 @@ mod tests {
         for (bad, why) in [
             ("for x <- @xs, do x", "unexpected keyword `do`"),
             ("fn x -> x", "expected `end` closing the `fn`"),
+            (
+                "fn 1 -> :a; x -> x end",
+                "a `fn` with several clauses is not supported",
+            ),
             ("fn x x end", "not a pattern"),
             ("fn x y -> x end", "not a pattern"),
             ("fn x, x -> x end", "bound twice"),
