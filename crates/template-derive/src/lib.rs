@@ -14,8 +14,9 @@
 //! Compiled into Rust: text; `<%= e %>` and `<%= raw(e) %>` (`Phoenix.HTML.raw`); `<% e %>`;
 //! `<% x = e %>` (and `<%= x = e %>`); `for x <- e` over a field or variable that implements
 //! `compiled::Iterate` (slices, `Vec`, arrays, `VecDeque`, by reference), over `a..b`
-//! (counted), and `for {x, i} <- Enum.with_index(e)`, with filters; `if`/`unless`/`else`, and
-//! `<%= if c, do: a, else: b %>` (with `raw`, parentheses or not, in either branch). In
+//! (counted), and `for {x, i} <- Enum.with_index(e)` (or `(e, 1)`: a literal offset), with
+//! filters; `if`/`unless`/`else`, and `<%= if c, do: a, else: b %>` (with `raw`, parentheses or
+//! not, in either branch). In
 //! expressions: `@field`, variables, `a.key` (Rust field access), literals, `== != === !== <
 //! <= > >=` (Elixir's rules, via `compiled::ToScalar`), `not`, `!`, and `and or && ||` as
 //! conditions. Expressions without assigns or variables are rendered at build time by the

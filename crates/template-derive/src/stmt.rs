@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use galleon_template::Value;
 use galleon_template::syntax::{BinOp, Expr, ExprKind, Node, Pattern, Qualifier};
 use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote};
@@ -305,10 +306,17 @@ impl<'a> Gen<'a> {
                 },
                 Pattern::Tuple(parts, _),
             ) if name == "Enum.with_index"
-                && args.len() == 1
+                && (1..=2).contains(&args.len())
                 && kwargs.is_empty()
                 && parts.len() == 2 =>
             {
+                // An offset natively when it is a literal integer, far from overflowing (the
+                // engine checks the sum; no list gets near 2^62 elements).
+                let offset = match args.get(1).map(|a| &a.kind) {
+                    None => 0,
+                    Some(ExprKind::Lit(Value::Int(k))) if k.unsigned_abs() <= 1 << 62 => *k,
+                    Some(_) => return Err(NotNative),
+                };
                 let (x, kind) = self.value(&args[0])?;
                 if kind != Kind::Typed {
                     return Err(NotNative);
@@ -318,7 +326,7 @@ impl<'a> Gen<'a> {
                 if let Pattern::Var(Some(name), _) = &parts[1] {
                     let idx: Ident = var_ident(name);
                     self.scope.push((name.clone(), Kind::Typed));
-                    pre = quote! { let #idx = #n as i64; };
+                    pre = quote! { let #idx = #n as i64 + #offset; };
                 } else if !matches!(parts[1], Pattern::Var(None, _)) {
                     return Err(NotNative);
                 }

@@ -447,6 +447,30 @@ fn assigns_map_reads_and_or_outputs() {
     assert_eq!(check(LAYOUT, &t), b"<title>App</title>|1|false|true");
 }
 
+// `Enum.with_index(list, 1)`, numbered from the offset, natively.
+
+const NUMBERED: &str =
+    "<%= for {u, i} <- Enum.with_index(@users, 1) do %><%= i %>. <%= u.name %>\n<% end %>";
+
+#[derive(Template, Serialize, Clone)]
+#[template(
+    source = "<%= for {u, i} <- Enum.with_index(@users, 1) do %><%= i %>. <%= u.name %>\n<% end %>"
+)]
+struct Numbered {
+    users: Vec<User>,
+}
+
+#[test]
+fn with_index_offset_compiles_natively() {
+    const _: () = assert!(<Numbered as Template>::SLOTS > 0, "compiled natively");
+    let out = check(NUMBERED, &Numbered { users: users() });
+    assert!(
+        out.starts_with(b"1. Ann &lt;ann@x&gt;\n2. Bob"),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+}
+
 // Shapes rendered through the engine: same bytes.
 
 const FALLBACK: &str = "<%= case @n do %><% 1 -> %>one<% x when x > 1 -> %>many <%= x * 2 %><% end %>\
