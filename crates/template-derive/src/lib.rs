@@ -261,8 +261,14 @@ fn walk_expr(e: &Expr, f: &mut impl FnMut(&Expr)) {
     f(e);
     match &e.kind {
         ExprKind::Lit(_) | ExprKind::Assign(_) | ExprKind::Var(_) => {}
-        ExprKind::Field(x, _) | ExprKind::Unary(_, x) | ExprKind::Fn { body: x, .. } => {
-            walk_expr(x, f)
+        ExprKind::Field(x, _) | ExprKind::Unary(_, x) => walk_expr(x, f),
+        ExprKind::Fn(clauses) => {
+            for c in clauses {
+                if let Some(g) = &c.guard {
+                    walk_expr(g, f);
+                }
+                walk_expr(&c.body, f);
+            }
         }
         ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) | ExprKind::Range(a, b) => {
             walk_expr(a, f);

@@ -172,6 +172,14 @@ impl BinOp {
     }
 }
 
+/// One clause of an anonymous function: `params when guard -> body`.
+#[derive(Debug)]
+pub struct FnClause {
+    pub params: Vec<Pattern>,
+    pub guard: Option<Expr>,
+    pub body: Expr,
+}
+
 /// Expression forms.
 #[derive(Debug)]
 pub enum ExprKind {
@@ -206,13 +214,10 @@ pub enum ExprKind {
         then: Box<Expr>,
         otherwise: Option<Box<Expr>>,
     },
-    /// `fn x, y -> body end`, or a capture (`&(&1 * 2)` has the parameter `&1`,
+    /// `fn x, y -> body end` (clauses tried in order), or a capture (`&(&1 * 2)` has the parameter `&1`,
     /// `&String.upcase/1` the body `String.upcase(&1)`): only an argument of the `Enum`
     /// functions that take one.
-    Fn {
-        params: Vec<Pattern>,
-        body: Box<Expr>,
-    },
+    Fn(Vec<FnClause>),
     /// `for x <- xs, filter, do: body`: the list of the body's values (elements that do not
     /// match a generator's pattern are skipped, as in the block `for`).
     For {

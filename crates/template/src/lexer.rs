@@ -259,6 +259,9 @@ pub(crate) enum Part {
 pub(crate) struct Token {
     pub(crate) tok: Tok,
     pub(crate) span: Span,
+    /// A line break comes between the previous token and this one (Elixir ends a call
+    /// without parentheses there, and starts a `fn`'s next clause).
+    pub(crate) after_break: bool,
 }
 
 /// Operators and punctuation, longest first so that `<=` wins over `<`.
@@ -282,9 +285,11 @@ pub(crate) fn tokenize(src: &str, span: Span) -> Result<Vec<Token>, SyntaxError>
     let end = span.end;
     let mut i = span.start;
     let mut out = Vec::new();
+    let mut after_break = false;
     while i < end {
         let c = b[i];
         if c.is_ascii_whitespace() {
+            after_break |= c == b'\n';
             i += 1;
             continue;
         }
@@ -388,7 +393,9 @@ pub(crate) fn tokenize(src: &str, span: Span) -> Result<Vec<Token>, SyntaxError>
         out.push(Token {
             tok,
             span: Span::new(start, i),
+            after_break,
         });
+        after_break = false;
     }
     Ok(out)
 }

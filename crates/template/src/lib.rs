@@ -39,7 +39,7 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 295
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 298
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
 //! reproducing Phoenix.HTML's) and compares the bytes; the differences left are listed below.
 //!
@@ -87,10 +87,13 @@
 //!   directory, with exactly the given assigns. [`Engine::render_in_layout`] renders a page
 //!   inside a layout as `@inner_content`. Calls may leave out the parentheses as in Elixir
 //!   (`raw @html`, `String.upcase @name`, `Enum.join @xs, ", "`): the arguments are whole
-//!   expressions (`length @xs > 0` is `length(@xs > 0)`); `x -1` stays a subtraction. The pipe
+//!   expressions up to a line break (`length @xs > 0` is `length(@xs > 0)`); `x -1` stays a
+//!   subtraction. The pipe
 //!   takes a bare name too (`@xs |> length`).
 //! - **Anonymous functions**, as the argument of those `Enum` functions: `fn x -> x * 2 end`,
-//!   `fn {k, v}, acc -> ... end` (one clause), captures `&(&1 * 2)`, `& &1.name` and
+//!   `fn {k, v}, acc -> ... end`, several clauses with guards (`fn 0 -> "none"; n when n > 9
+//!   -> "many"; n -> n end`, or a clause per line), each body one expression; captures
+//!   `&(&1 * 2)`, `& &1.name` and
 //!   `&String.upcase/1` (built-in or registered functions). They close over variables and
 //!   assigns, and their calls spend the render's steps; they are not values otherwise (no
 //!   `f.(x)`, no function in a variable). The one-line `for x <- xs, filter, do: body` is a
@@ -195,7 +198,7 @@ mod vm;
 /// same parser at build time). Not a stable API.
 #[doc(hidden)]
 pub mod syntax {
-    pub use crate::ast::{BinOp, Clause, Expr, ExprKind, Node, Pattern, Qualifier, UnOp};
+    pub use crate::ast::{BinOp, Clause, Expr, ExprKind, FnClause, Node, Pattern, Qualifier, UnOp};
     pub use crate::parser::parse;
     pub use crate::span::{Span, SyntaxError};
 }

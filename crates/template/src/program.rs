@@ -231,15 +231,23 @@ pub(crate) enum PatCode {
     Map(Vec<(Str, PatCode)>),
 }
 
-/// A compiled anonymous function: its parameters' patterns (binding function slots, apart from
-/// the frame's variable slots), the slots they end below, and its body.
+/// A compiled anonymous function: its clauses, tried in order (parameters bind function slots,
+/// apart from the frame's variable slots), the slots they end below, and its arity.
 #[derive(Debug)]
 pub(crate) struct FnCode {
-    pub(crate) params: Vec<PatCode>,
+    pub(crate) clauses: Vec<FnClauseCode>,
     pub(crate) slots_end: usize,
-    pub(crate) body: Code,
+    pub(crate) arity: usize,
     /// The whole `fn` (or capture), where a parameter mismatch is reported.
     pub(crate) span: Span,
+}
+
+/// One clause: parameter patterns, a guard, the body.
+#[derive(Debug)]
+pub(crate) struct FnClauseCode {
+    pub(crate) params: Vec<PatCode>,
+    pub(crate) guard: Option<Code>,
+    pub(crate) body: Code,
 }
 
 /// A compiled `for` comprehension: its variables bind function slots, as a `fn`'s parameters.

@@ -1,11 +1,11 @@
 //! Expressions and patterns to [`Code`] and [`PatCode`]: names resolved (variables to slots,
 //! `@assigns` to indexes, functions to built-ins, registered functions or partials).
 
-use crate::ast::{BinOp, Expr, ExprKind, Pattern, Qualifier, Span};
+use crate::ast::{BinOp, Expr, ExprKind, FnClause, Pattern, Qualifier, Span};
 use crate::builtins::{self, Builtin};
 use crate::function::Function;
 use crate::lexer::SyntaxError;
-use crate::program::{Code, CodeKind, FnCode, ForCode, PatCode, QualCode};
+use crate::program::{Code, CodeKind, FnClauseCode, FnCode, ForCode, PatCode, QualCode};
 use crate::value::{Str, Value};
 
 pub(super) type R<T> = Result<T, SyntaxError>;
@@ -211,7 +211,7 @@ impl Names<'_> {
                 kwargs,
             } => self.call(name, *name_span, args, kwargs, e.span)?,
             ExprKind::For { qualifiers, body } => self.comprehension(qualifiers, body)?,
-            ExprKind::Fn { .. } => {
+            ExprKind::Fn(_) => {
                 return Err(SyntaxError::new(
                     e.span,
                     "a function can only be passed to an `Enum` function that takes one (`Enum.map`, `Enum.filter`, `Enum.reduce`...)",
@@ -328,17 +328,17 @@ impl Names<'_> {
                     kind: CodeKind::RangeList(Box::new(self.expr(lo)?), Box::new(self.expr(hi)?)),
                     span: a.span,
                 },
-                (ExprKind::Fn { params, body }, Some(f)) if params.len() == f.arity => {
-                    self.function(params, body, a.span)?
+                (ExprKind::Fn(clauses), Some(f)) if clauses[0].params.len() == f.arity => {
+                    self.function(clauses, a.span)?
                 }
-                (ExprKind::Fn { params, .. }, Some(f)) => {
+                (ExprKind::Fn(clauses), Some(f)) => {
                     return Err(SyntaxError::new(
                         a.span,
                         format!(
                             "`{}` calls this function with {} argument(s); it takes {}",
                             b.name(),
                             f.arity,
-                            params.len()
+                            clauses[0].params.len()
                         ),
                     ));
                 }
@@ -397,24 +397,38 @@ impl Names<'_> {
         })))
     }
 
-    /// An anonymous function: its parameters bind function slots, seen only in its body.
-    fn function(&mut self, params: &[Pattern], body: &Expr, span: Span) -> R<Code> {
-        let scope = self.scope.len();
-        self.binding_fn = true;
-        let params: R<Vec<PatCode>> = params.iter().map(|p| self.pattern(p)).collect();
-        self.binding_fn = false;
-        let slots_end = self.fn_slots;
-        let body = params.and_then(|params| Ok((params, self.expr(body)?)));
-        self.scope.truncate(scope);
-        let (params, body) = body?;
+    /// An anonymous function: each clause's parameters bind function slots, seen only in its
+    /// guard and body.
+    fn function(&mut self, clauses: &[FnClause], span: Span) -> R<Code> {
+        let mut out = Vec::with_capacity(clauses.len());
+        for clause in clauses {
+            let scope = self.scope.len();
+            let compiled = self.clause(clause);
+            self.scope.truncate(scope);
+            out.push(compiled?);
+        }
         Ok(Code {
             kind: CodeKind::Fn(Box::new(FnCode {
-                params,
-                slots_end,
-                body,
+                arity: clauses.first().map_or(0, |c| c.params.len()),
+                clauses: out,
+                slots_end: self.fn_slots,
                 span,
             })),
             span,
+        })
+    }
+
+    fn clause(&mut self, clause: &FnClause) -> R<FnClauseCode> {
+        self.binding_fn = true;
+        let params: R<Vec<PatCode>> = clause.params.iter().map(|p| self.pattern(p)).collect();
+        self.binding_fn = false;
+        Ok(FnClauseCode {
+            params: params?,
+            guard: match &clause.guard {
+                Some(g) => Some(self.expr(g)?),
+                None => None,
+            },
+            body: self.expr(&clause.body)?,
         })
     }
 

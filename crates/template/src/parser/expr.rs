@@ -112,6 +112,7 @@ impl Parser {
             Some(Token {
                 tok: Tok::Sym(s),
                 span,
+                ..
             }) if *s == sym => {
                 let span = *span;
                 self.pos += 1;
@@ -313,6 +314,7 @@ impl Parser {
                 let Some(Token {
                     tok: Tok::Ident(f),
                     span: fspan,
+                    ..
                 }) = self.next_token()
                 else {
                     return Err(SyntaxError::new(span, "expected a function name"));
@@ -376,6 +378,7 @@ impl Parser {
                 Some(Token {
                     tok: Tok::Ident(name),
                     span: s,
+                    ..
                 }) => Ok(Expr {
                     kind: ExprKind::Call {
                         name: "^".to_owned(),
@@ -417,6 +420,7 @@ impl Parser {
                 Some(Token {
                     tok: Tok::Ident(f),
                     span: end,
+                    ..
                 }) => {
                     // Arguments without parentheses, or none: `Mod.fun` is a call, as in Elixir.
                     let name = format!("{module}.{f}");
@@ -458,6 +462,7 @@ impl Parser {
                 if let Some(Token {
                     tok: Tok::Key(k),
                     span: kspan,
+                    ..
                 }) = self.tokens.get(self.pos).cloned()
                 {
                     self.pos += 1;
@@ -593,6 +598,7 @@ impl Parser {
             return false;
         };
         t.span.start > name.end
+            && !t.after_break
             && match &t.tok {
                 Tok::Int(_)
                 | Tok::Float(_)
@@ -632,6 +638,7 @@ impl Parser {
         if let Some(Token {
             tok: Tok::Key(k),
             span,
+            ..
         }) = self.tokens.get(self.pos).cloned()
         {
             self.pos += 1;

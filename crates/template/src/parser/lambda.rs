@@ -3,7 +3,7 @@
 //! `for` comprehensions, whose qualifiers the block `for` shares. Captures become functions
 //! whose parameters are the variables `&1`, `&2`... (names no template variable can spell).
 
-use crate::ast::{Expr, ExprKind, Pattern, Qualifier, Span};
+use crate::ast::{Expr, ExprKind, FnClause, Pattern, Qualifier, Span};
 use crate::lexer::{SyntaxError, Tok, Token};
 
 use super::expr::{Parser, is_keyword};
@@ -13,53 +13,70 @@ use super::pattern::{check_bindings, to_pattern};
 const MAX_PARAMS: usize = 8;
 
 impl Parser {
-    /// `fn params -> body end`; `fn` is consumed (at `span`). One clause, one expression.
+    /// `fn params [when guard] -> body end`; `fn` is consumed (at `span`). Clauses are
+    /// separated by `;` or a line break, as in Elixir; each body is one expression.
     pub(super) fn anonymous_fn(&mut self, span: Span) -> Result<Expr, SyntaxError> {
-        let mut params = Vec::new();
-        if !self.eat_sym("->") {
-            loop {
-                let p = to_pattern(self.expr()?)?;
-                params.push(p);
-                if self.eat_sym("->") {
-                    break;
-                }
-                if !self.eat_sym(",") {
-                    return Err(SyntaxError::new(
-                        self.here(),
-                        "expected `->` after a `fn`'s parameters",
-                    ));
+        let mut clauses: Vec<FnClause> = Vec::new();
+        loop {
+            let start = self.here();
+            let mut params = Vec::new();
+            if !matches!(self.peek(), Some(Tok::Sym("->"))) && self.peek_word() != Some("when") {
+                loop {
+                    params.push(to_pattern(self.expr()?)?);
+                    if !self.eat_sym(",") {
+                        break;
+                    }
                 }
             }
+            let guard = if self.peek_word() == Some("when") {
+                self.pos += 1;
+                Some(self.expr()?)
+            } else {
+                None
+            };
+            if !self.eat_sym("->") {
+                return Err(SyntaxError::new(
+                    self.here(),
+                    "expected `->` after a `fn`'s parameters",
+                ));
+            }
+            if params.len() > MAX_PARAMS {
+                return Err(SyntaxError::new(
+                    start,
+                    format!("a `fn` takes at most {MAX_PARAMS} parameters"),
+                ));
+            }
+            if let Some(first) = clauses.first()
+                && first.params.len() != params.len()
+            {
+                return Err(SyntaxError::new(
+                    start,
+                    "the clauses of a `fn` must take the same number of parameters",
+                ));
+            }
+            check_bindings(&Pattern::Tuple(params.clone(), span))?;
+            let body = self.expr()?;
+            clauses.push(FnClause {
+                params,
+                guard,
+                body,
+            });
+            if self.peek_word() == Some("end") {
+                self.pos += 1;
+                break;
+            }
+            let next_clause =
+                self.eat_sym(";") || self.tokens.get(self.pos).is_some_and(|t| t.after_break);
+            if !next_clause {
+                return Err(SyntaxError::new(
+                    self.here(),
+                    "expected `end` closing the `fn` (each clause's body is one expression)",
+                ));
+            }
         }
-        if params.len() > MAX_PARAMS {
-            return Err(SyntaxError::new(
-                span,
-                format!("a `fn` takes at most {MAX_PARAMS} parameters"),
-            ));
-        }
-        check_bindings(&Pattern::Tuple(params.clone(), span))?;
-        let body = self.expr()?;
-        if self.peek_word() != Some("end") {
-            let several = matches!(self.peek(), Some(Tok::Sym(";")))
-                || self.tokens[self.pos..]
-                    .iter()
-                    .any(|t| matches!(t.tok, Tok::Sym("->")));
-            return Err(SyntaxError::new(
-                self.here(),
-                if several {
-                    "a `fn` with several clauses is not supported (one clause, one expression)"
-                } else {
-                    "expected `end` closing the `fn` (one clause, one expression)"
-                },
-            ));
-        }
-        self.pos += 1;
         Ok(Expr {
             span: span.to(self.tokens[self.pos - 1].span),
-            kind: ExprKind::Fn {
-                params,
-                body: Box::new(body),
-            },
+            kind: ExprKind::Fn(clauses),
         })
     }
 
@@ -78,12 +95,13 @@ impl Parser {
             let whole = span.to(self.tokens[self.pos - 1].span);
             return Ok(Expr {
                 span: whole,
-                kind: ExprKind::Fn {
+                kind: ExprKind::Fn(vec![FnClause {
                     params: params
                         .into_iter()
                         .map(|p| Pattern::Var(Some(p), name_span))
                         .collect(),
-                    body: Box::new(Expr {
+                    guard: None,
+                    body: Expr {
                         span: whole,
                         kind: ExprKind::Call {
                             name,
@@ -91,8 +109,8 @@ impl Parser {
                             args,
                             kwargs: Vec::new(),
                         },
-                    }),
-                },
+                    },
+                }]),
             });
         }
         let body = self.expr()?;
@@ -113,12 +131,13 @@ impl Parser {
         }
         Ok(Expr {
             span: span.to(body.span),
-            kind: ExprKind::Fn {
+            kind: ExprKind::Fn(vec![FnClause {
                 params: (1..=arity)
                     .map(|i| Pattern::Var(Some(format!("&{i}")), span))
                     .collect(),
-                body: Box::new(body),
-            },
+                guard: None,
+                body,
+            }]),
         })
     }
 
@@ -198,6 +217,7 @@ impl Parser {
         let Some(Token {
             tok: Tok::Ident(f),
             span: last,
+            ..
         }) = self.tokens.get(at)
         else {
             return None;
@@ -240,7 +260,7 @@ fn placeholders(e: &Expr, seen: &mut [bool]) -> Result<(), SyntaxError> {
             }
             Ok(())
         }
-        ExprKind::Lit(_) | ExprKind::Assign(_) | ExprKind::Fn { .. } => Ok(()),
+        ExprKind::Lit(_) | ExprKind::Assign(_) | ExprKind::Fn(_) => Ok(()),
         ExprKind::For { qualifiers, body } => {
             for q in qualifiers {
                 match q {

@@ -429,7 +429,17 @@ mod tests {
                 format!("({} {} {})", shape(a), op.symbol(), shape(b))
             }
             ExprKind::Range(a, b) => format!("({}..{})", shape(a), shape(b)),
-            ExprKind::Fn { params, body } => format!("fn/{}({})", params.len(), shape(body)),
+            ExprKind::Fn(clauses) => clauses
+                .iter()
+                .map(|c| {
+                    let guard = c
+                        .guard
+                        .as_ref()
+                        .map_or(String::new(), |g| format!(" when {}", shape(g)));
+                    format!("fn/{}{guard}({})", c.params.len(), shape(&c.body))
+                })
+                .collect::<Vec<_>>()
+                .join(";"),
             ExprKind::For { qualifiers, body } => {
                 format!("for/{}({})", qualifiers.len(), shape(body))
             }
@@ -501,6 +511,15 @@ mod tests {
         assert_eq!(shape(&expr("fn x -> x * 2 end")), "fn/1((x * 2))");
         assert_eq!(shape(&expr("fn x, acc -> acc end")), "fn/2(acc)");
         assert_eq!(shape(&expr("fn -> 1 end")), "fn/0(1)");
+        assert_eq!(
+            shape(&expr("fn 3 -> :three; x when x > 9 -> x end")),
+            "fn/1(:three);fn/1 when (x > 9)(x)"
+        );
+        // Clauses on their own lines; a line break also ends a call without parentheses.
+        assert_eq!(
+            shape(&expr("fn\n  0 -> f\n  x -> x\nend")),
+            "fn/1(f);fn/1(x)"
+        );
         assert_eq!(shape(&expr("&(&1 + 1)")), "fn/1((&1 + 1))");
         assert_eq!(shape(&expr("& &1.name")), "fn/1(&1.name)");
         assert_eq!(shape(&expr("&(&2 <> &1)")), "fn/2((&2 <> &1))");
@@ -518,9 +537,10 @@ mod tests {
         for (bad, why) in [
             ("for x <- @xs, do x", "unexpected keyword `do`"),
             ("fn x -> x", "expected `end` closing the `fn`"),
+            ("fn x -> x y", "expected `end` closing the `fn`"),
             (
-                "fn 1 -> :a; x -> x end",
-                "a `fn` with several clauses is not supported",
+                "fn 1 -> :a; x, y -> x end",
+                "must take the same number of parameters",
             ),
             ("fn x x end", "not a pattern"),
             ("fn x y -> x end", "not a pattern"),

@@ -284,26 +284,38 @@ impl<'a> Eval<'a> {
         Ok(())
     }
 
-    /// Calls `f` with `args`: binds its parameters (a mismatch is Elixir's
-    /// `FunctionClauseError`), then evaluates its body.
+    /// Calls `f` with `args`: the first clause whose parameters match and whose guard holds
+    /// runs its body (none: Elixir's `FunctionClauseError`). A guard that fails to evaluate
+    /// counts as false, as in Elixir; running out of steps does not.
     fn apply(&mut self, f: &'a FnCode, args: &[&Value]) -> Result<Value, Error> {
         if self.fn_locals.len() < f.slots_end {
             self.fn_locals.resize(f.slots_end, Value::Nil);
         }
-        for (p, v) in f.params.iter().zip(args) {
-            if !matches(p, v, &mut self.fn_locals) {
-                return Err(self.err(
-                    ErrorKind::TypeMismatch,
-                    f.span,
-                    format!(
-                        "no function clause matching in anonymous fn/{}: {}",
-                        f.params.len(),
-                        describe(v)
-                    ),
-                ));
+        'clauses: for clause in &f.clauses {
+            for (p, v) in clause.params.iter().zip(args) {
+                if !matches(p, v, &mut self.fn_locals) {
+                    continue 'clauses;
+                }
             }
+            if let Some(guard) = &clause.guard {
+                match self.eval(guard) {
+                    Ok(v) if v.is_truthy() => {}
+                    Err(e) if e.is_limit() => return Err(e),
+                    _ => continue,
+                }
+            }
+            return Ok(self.eval(&clause.body)?.into_owned());
         }
-        Ok(self.eval(&f.body)?.into_owned())
+        let shown: Vec<String> = args.iter().map(|v| describe(v)).collect();
+        Err(self.err(
+            ErrorKind::TypeMismatch,
+            f.span,
+            format!(
+                "no function clause matching in anonymous fn/{}: {}",
+                f.arity,
+                shown.join(", ")
+            ),
+        ))
     }
 
     /// Sorts `v` stably by `le(a, b)` ("`a` may come first"), a merge sort that calls it at
