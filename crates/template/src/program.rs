@@ -310,6 +310,9 @@ pub(crate) enum CodeKind {
     InRange(Box<Code>, Box<Code>, Box<Code>),
     /// A built-in function (`Enum.join`, `String.length`...).
     Builtin(Builtin, Vec<Code>),
+    /// A built-in that takes a function (`Enum.map(xs, fn x -> ... end)`): the VM calls it
+    /// (`vm/higher.rs`). Told apart at compile time, so that other built-ins pay no check.
+    HigherOrder(Builtin, Vec<Code>),
     /// An anonymous function: only an argument of a built-in that takes one (`Enum.map`).
     Fn(Box<FnCode>),
     /// A parameter of an anonymous function, by its slot among the render's function slots.

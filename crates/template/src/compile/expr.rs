@@ -292,7 +292,12 @@ impl Names<'_> {
             return Ok(CodeKind::Native(i, self.exprs(args)?));
         }
         if let Some(b) = builtins::lookup(name, arity) {
-            return Ok(CodeKind::Builtin(b, self.builtin_args(b, args)?));
+            let args = self.builtin_args(b, args)?;
+            return Ok(if b.function_arg(arity).is_some() {
+                CodeKind::HigherOrder(b, args)
+            } else {
+                CodeKind::Builtin(b, args)
+            });
         }
         let known = builtins::exists(name) || self.functions.iter().any(|f| f.name == name);
         Err(SyntaxError::new(
@@ -381,10 +386,7 @@ impl Names<'_> {
                         },
                         _ => self.expr(generator)?,
                     };
-                    self.binding_fn = true;
-                    let pattern = self.pattern(pattern);
-                    self.binding_fn = false;
-                    QualCode::Gen(pattern?, generator)
+                    QualCode::Gen(self.fn_pattern(pattern)?, generator)
                 }
                 Qualifier::Filter(cond) => QualCode::Filter(self.expr(cond)?),
             });
@@ -418,10 +420,17 @@ impl Names<'_> {
         })
     }
 
-    fn clause(&mut self, clause: &FnClause) -> R<FnClauseCode> {
+    /// A pattern whose variables bind function slots (a `fn`'s parameter, a comprehension's
+    /// generator).
+    fn fn_pattern(&mut self, p: &Pattern) -> R<PatCode> {
         self.binding_fn = true;
-        let params: R<Vec<PatCode>> = clause.params.iter().map(|p| self.pattern(p)).collect();
+        let code = self.pattern(p);
         self.binding_fn = false;
+        code
+    }
+
+    fn clause(&mut self, clause: &FnClause) -> R<FnClauseCode> {
+        let params: R<Vec<PatCode>> = clause.params.iter().map(|p| self.fn_pattern(p)).collect();
         Ok(FnClauseCode {
             params: params?,
             guard: match &clause.guard {

@@ -381,7 +381,7 @@ impl<'a> Eval<'a> {
                 };
                 Cow::Owned(Value::Bool(inside))
             }
-            CodeKind::Builtin(b, args) if b.function_arg(args.len()).is_some() => {
+            CodeKind::HigherOrder(b, args) => {
                 let v = self.higher_order(*b, args, c.span)?;
                 self.charge(&v, c.span)?;
                 Cow::Owned(v)

@@ -246,9 +246,7 @@ impl<'a> Eval<'a> {
 
     /// `for x <- xs, filter, do: body`: the body's values, generators nested in order.
     pub(super) fn comprehension(&mut self, f: &'a ForCode) -> Result<Value, Error> {
-        if self.fn_locals.len() < f.slots_end {
-            self.fn_locals.resize(f.slots_end, Value::Nil);
-        }
+        self.fn_slots(f.slots_end);
         let mut out = Vec::new();
         self.qualify(&f.qualifiers, &f.body, &mut out)?;
         Ok(Value::list(out))
@@ -288,9 +286,7 @@ impl<'a> Eval<'a> {
     /// runs its body (none: Elixir's `FunctionClauseError`). A guard that fails to evaluate
     /// counts as false, as in Elixir; running out of steps does not.
     fn apply(&mut self, f: &'a FnCode, args: &[&Value]) -> Result<Value, Error> {
-        if self.fn_locals.len() < f.slots_end {
-            self.fn_locals.resize(f.slots_end, Value::Nil);
-        }
+        self.fn_slots(f.slots_end);
         'clauses: for clause in &f.clauses {
             for (p, v) in clause.params.iter().zip(args) {
                 if !matches(p, v, &mut self.fn_locals) {
@@ -316,6 +312,13 @@ impl<'a> Eval<'a> {
                 shown.join(", ")
             ),
         ))
+    }
+
+    /// Makes room for function slots below `end`.
+    fn fn_slots(&mut self, end: usize) {
+        if self.fn_locals.len() < end {
+            self.fn_locals.resize(end, Value::Nil);
+        }
     }
 
     /// Sorts `v` stably by `le(a, b)` ("`a` may come first"), a merge sort that calls it at
