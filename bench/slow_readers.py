@@ -15,6 +15,7 @@ measured after the server's CPU has settled.
 
     python3 bench/slow_readers.py                 # 1,000 readers
     READERS=200 python3 bench/slow_readers.py
+    GALLEON=/path/to/galleon python3 bench/slow_readers.py   # that build, not this checkout's
 """
 import asyncio
 import os
@@ -49,6 +50,8 @@ AFTER_SECS = int(os.environ.get("AFTER_SECS", "15"))
 SERVE_ARGS = os.environ.get("SERVE_ARGS", "").split()
 # Where cargo puts the build (CARGO_TARGET_DIR, as cargo reads it).
 TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+# A galleon binary to run instead of building this checkout (to compare builds in one session).
+GALLEON = os.environ.get("GALLEON", "")
 
 
 def cpu_secs(pid):
@@ -158,10 +161,11 @@ async def slow_readers(n, secs, stats):
 def main():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "galleon"], cwd=ROOT, check=True)
+    if not GALLEON:
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "galleon"], cwd=ROOT, check=True)
     data = tempfile.mkdtemp()
     server = subprocess.Popen(
-        [os.path.join(TARGET, "release/galleon"), "serve", "--addr", f"127.0.0.1:{PORT}",
+        [GALLEON or os.path.join(TARGET, "release/galleon"), "serve", "--addr", f"127.0.0.1:{PORT}",
          "--events", f"sqlite:{data}/events.db", "--max-connections", str(READERS + 200)]
         + SERVE_ARGS,
         cwd=ROOT, stderr=subprocess.PIPE, text=True)

@@ -8,7 +8,10 @@
 //! | `GET /_galleon/offload` | the pool and every kind as JSON (counts, hop and run histograms, estimates); loopback peers only |
 //!
 //! Page renders (kind `render:/NAME`, see `site.rs`) and streamed chunks (`stream-chunk`) use the
-//! same pool; under the adaptive policy chunks are always offloaded. `galleon hops` prints the endpoint's histograms the way the seed printed DTrace's.
+//! same pool. Under the adaptive policy a chunk runs where the model puts it (a template's
+//! chunks: inline, on the bulk writer that writes the stream), and always on the pool when streams
+//! are written on the request workers (`--bulk-writers 0`). `galleon hops` prints the endpoint's
+//! histograms the way the seed printed DTrace's.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -71,8 +74,10 @@ pub(crate) struct OffloadArgs {
     max_hash_cost: u32,
 }
 
-/// Builds the pool the flags describe; range errors name the flag.
-pub(crate) fn pool(args: &OffloadArgs) -> anyhow::Result<(Pool, WorkLimits)> {
+/// Builds the pool the flags describe; range errors name the flag. `bulk_writers` is the
+/// server's `--bulk-writers`: where streamed pages are written, which decides where their chunks
+/// may be computed.
+pub(crate) fn pool(args: &OffloadArgs, bulk_writers: usize) -> anyhow::Result<(Pool, WorkLimits)> {
     anyhow::ensure!(
         args.offload_threads <= MAX_THREADS,
         "--offload-threads {}: expected 0 (one per core) to {MAX_THREADS}",
@@ -108,10 +113,13 @@ pub(crate) fn pool(args: &OffloadArgs) -> anyhow::Result<(Pool, WorkLimits)> {
         priority: args.offload_priority,
         ..Config::default()
     })?;
-    if matches!(args.offload, Policy::Adaptive { .. }) {
-        // A streamed page's chunks leave the workers whatever they cost: with readers slow, the
-        // pool is parked between chunks and its measured hop makes the model keep them inline,
-        // where they delay light requests (bench/results/slow_readers.txt).
+    if bulk_writers == 0 && matches!(args.offload, Policy::Adaptive { .. }) {
+        // Streams written on the request workers: their chunks leave the workers whatever they
+        // cost. With readers slow the pool is parked between chunks, and its measured hop makes
+        // the model keep them inline, where they delay light requests
+        // (bench/results/slow_readers.txt). On the bulk writers (the default) the model decides:
+        // a chunk computed inline there delays other downloads, not small requests, and a hop
+        // per chunk cost /doom half its speed (bench/results/http.txt).
         pool.kind(galleon_http::STREAM_CHUNK_KIND)
             .set_policy(Policy::Offload);
     }

@@ -435,7 +435,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let workers = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
-    let (cpu, work_limits) = crate::offload::pool(&args.offload)?;
+    let (cpu, work_limits) = crate::offload::pool(&args.offload, bulk_writers)?;
     let site_options = crate::site::SiteOptions {
         stream_chunk: args.chunk_bytes,
         full_body_max: args.full_body_max,

@@ -64,8 +64,10 @@ impl StatusCode {
 pub type ChunkStream = Pin<Box<dyn Stream<Item = Result<IoList, BoxError>> + Send + 'static>>;
 
 /// A producer of body chunks that computes each one when asked (a streaming template render).
-/// It runs on tokio's blocking pool, at most one chunk ahead of the socket, so computing chunk
-/// `n + 1` overlaps with writing chunk `n` and never occupies a request worker.
+/// With an offload pool ([`Server::with_offload`](crate::Server::with_offload)) each chunk runs
+/// where the pool's policy for the `stream-chunk` kind says: inline in the task that writes the
+/// stream, when the socket has taken the chunk before, or on a pool thread, one chunk ahead.
+/// Without one it runs on tokio's blocking pool, one chunk ahead of the socket.
 pub type ChunkIter = Box<dyn Iterator<Item = Result<IoList, BoxError>> + Send + 'static>;
 
 /// A response body.
@@ -110,9 +112,9 @@ impl Body {
     }
 
     /// A body of unknown length from an iterator that computes each chunk when pulled (a template
-    /// rendered in pieces). Sent chunked. The iterator runs on the blocking pool at most one chunk
-    /// ahead of the socket (see [`ChunkIter`]), so its pace is the socket's, and it is dropped
-    /// once the client has gone (having computed at most two chunks nobody reads).
+    /// rendered in pieces). Sent chunked. The iterator runs at most one chunk ahead of the
+    /// socket (see [`ChunkIter`] for where), so its pace is the socket's, and it is dropped once
+    /// the client has gone (having computed at most two chunks nobody reads).
     pub fn iter<I, E>(it: I) -> Body
     where
         I: Iterator<Item = Result<IoList, E>> + Send + 'static,

@@ -112,11 +112,14 @@ impl Server {
         }
     }
 
-    /// Computes the chunks of streamed bodies ([`Body::iter`](crate::Body::iter)) on `pool`, as
-    /// jobs of kind [`STREAM_CHUNK_KIND`](crate::STREAM_CHUNK_KIND) under the policy the pool
-    /// gives that kind, instead of on tokio's blocking pool: a fixed set of threads, so a burst
-    /// of streams does not start hundreds of blocking threads, and renders do not queue behind
-    /// (or ahead of) file reads.
+    /// Computes the chunks of streamed bodies ([`Body::iter`](crate::Body::iter)) as jobs of
+    /// `pool`, kind [`STREAM_CHUNK_KIND`](crate::STREAM_CHUNK_KIND), under the policy the pool
+    /// gives that kind, instead of on tokio's blocking pool: a cheap chunk is computed inline by
+    /// the task writing the stream (a bulk writer, or a request worker under
+    /// [`ServerConfig::bulk_writers`](crate::ServerConfig::bulk_writers) 0, where you may want
+    /// to set the kind to [`Policy::Offload`](galleon_offload::Policy::Offload)), a costly one on
+    /// the pool's fixed set of threads, so a burst of streams does not start hundreds of
+    /// blocking threads, and renders do not queue behind (or ahead of) file reads.
     pub fn with_offload(self, pool: galleon_offload::Pool) -> Server {
         let shared = Arc::try_unwrap(self.shared)
             .unwrap_or_else(|_| unreachable!("a server not yet serving has one owner"));
