@@ -5,6 +5,8 @@
 #   DUR=10 ROUNDS=5 bench/http.sh # longer
 #   BASELINE=/path/to/older/galleon bench/http.sh   # adds that build as a "baseline" row
 #   TARGETS="/blah?iters=10" DOOM=0 bench/http.sh    # only some rows, no /doom download
+#   PAGES=0 bench/http.sh         # only the /doom rows
+#   PIN=1 bench/http.sh           # /doom rows with the servers on CPU 0 and curl on CPU 1
 #
 # Rows (wrk -t2 -c50, DUR seconds each, 127.0.0.1 only; every row run ROUNDS times round-robin,
 # the median shown):
@@ -17,8 +19,11 @@
 #     (content-type, content-length, date) and TCP_NODELAY like galleon;
 #   - beam_peer (bench/peers/beam_peer.erl): the Erlang VM sending the same templates as I/O lists
 #     of module literals.
-# Then /doom?iters=10000000 (3.01 GB) downloaded once with curl from a fresh galleon, a fresh BEAM
-# and raw-sender (pre-flattened blocks, blocking writes): throughput and each server's peak RSS.
+# Then /doom?iters=10000000 (3.01 GB) downloaded with curl from fresh servers, DOOM_ROUNDS (3)
+# rounds interleaved: galleon (default and vectored policy), the BEAM and raw-sender
+# (`galleon bench --raw-sender`, the http suite's floor: pre-flattened blocks, blocking writes). Each one's median time, its speed as a
+# multiple of raw-sender's in the same round ("vs raw"; galleon should stay at 0.9x or above),
+# its CPU per download and its peak RSS.
 #
 # Needs: cargo, wrk, curl, erl/erlc (Debian: apt-get install wrk curl erlang-nox).
 set -euo pipefail
@@ -28,7 +33,7 @@ ROUNDS=${ROUNDS:-3}
 THREADS=2
 CONNS=50
 DOOM_ITERS=${DOOM_ITERS:-10000000}
-DOOM_ROUNDS=${DOOM_ROUNDS:-2}
+DOOM_ROUNDS=${DOOM_ROUNDS:-3}
 # Ports for the run; all on 127.0.0.1.
 P_GALLEON=${P_GALLEON:-4101}
 P_BEAM=${P_BEAM:-4103}
@@ -38,10 +43,11 @@ P_BASE=${P_BASE:-4105}
 P_HYPER_FIRST=${P_HYPER_FIRST:-4110}
 BASELINE=${BASELINE:-}
 DOOM=${DOOM:-1}
+PAGES=${PAGES:-1}
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-for tool in wrk curl erl erlc cargo; do
+for tool in curl erl erlc cargo $([ "$PAGES" = 1 ] && echo wrk); do
     command -v "$tool" >/dev/null || { echo "bench/http.sh: $tool is missing" >&2; exit 1; }
 done
 
@@ -97,6 +103,24 @@ start_baseline() {
     wait_port "$P_BASE"
 }
 
+# wrk's "Transfer/sec: 411.32MB" in MB/s.
+to_mb() {
+    awk -v v="$1" 'BEGIN {
+        n = v + 0; u = v; sub(/^[0-9.]+/, "", u);
+        if (u == "GB") n *= 1024; else if (u == "KB") n /= 1024; else if (u == "B") n /= 1048576;
+        printf "%.1f", n }'
+}
+
+# CPU time (user + system, in clock ticks) a process has used so far.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+TICK_US=$(awk -v hz="$(getconf CLK_TCK)" 'BEGIN { print 1000000 / hz }')
+
+# The median of a list of numbers, with DIGITS decimals (1).
+median() { # "list" [digits]
+    tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk -v d="${2:-1}" '{ v[NR] = $1 } END { printf "%.*f", d, (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+if [ "$PAGES" = 1 ]; then
 start_galleon
 # The peers get galleon's exact bytes.
 HYPER_PIDS=()
@@ -126,17 +150,7 @@ for t in "${TARGETS[@]}"; do
     i=$((i + 1))
 done
 
-# wrk's "Transfer/sec: 411.32MB" in MB/s.
-to_mb() {
-    awk -v v="$1" 'BEGIN {
-        n = v + 0; u = v; sub(/^[0-9.]+/, "", u);
-        if (u == "GB") n *= 1024; else if (u == "KB") n /= 1024; else if (u == "B") n /= 1048576;
-        printf "%.1f", n }'
-}
 
-# CPU time (user + system, in clock ticks) a process has used so far.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-TICK_US=$(awk -v hz="$(getconf CLK_TCK)" 'BEGIN { print 1000000 / hz }')
 
 # One wrk row: prints "req/s MB/s server-CPU-us-per-request [errors]". The server's CPU per
 # request is the steadier figure on a shared machine: other tenants slow a row down but do not
@@ -188,7 +202,6 @@ for round in $(seq 1 "$ROUNDS"); do
     echo "  round $round done" >&2
 done
 
-median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { printf "%.1f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 printf '%-24s %-18s %10s %9s %9s %11s %9s   %s\n' "target" "server" "req/s" "MB/s" "vs hyper" "CPU us/req" "vs hyper" "req/s of each round"
 for t in "${TARGETS[@]}"; do
@@ -204,56 +217,105 @@ for t in "${TARGETS[@]}"; do
     done
 done
 
-# /doom: DOOM_ROUNDS downloads per server, each server fresh, its RSS sampled every 20 ms; the
-# fastest download and the peak RSS over all of them are shown.
-doom_row() { # name pid port [policy]
-    local name=$1 pid=$2 port=$3 policy=${4:-default}
-    local base peak best="" res
-    base=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")
+fi
+
+# /doom: DOOM_ROUNDS rounds in each of which every server is downloaded from once, in an order
+# rotated each round, each download from a server started for it (curl -o /dev/null; the
+# server's RSS sampled every 20 ms). Per server: the median time and its throughput, the median of each round's
+# time ratio raw-sender/server ("vs raw": 1.00x is the floor's speed), the server's CPU per
+# download, and its peak RSS. PIN=1: servers on CPU 0, curl on CPU 1.
+for p in ${GALLEON_PID:-} ${BEAM_PID:-} ${HYPER_PIDS[@]+"${HYPER_PIDS[@]}"} ${BASE_PID:-}; do
+    kill "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+done
+[ "$DOOM" = 0 ] && exit 0
+SERVER_ON=()
+CLIENT_ON=()
+if [ "${PIN:-0}" = 1 ]; then
+    [ "$(nproc)" -ge 2 ] || { echo "bench/http.sh: PIN=1 needs 2 cores" >&2; exit 1; }
+    SERVER_ON=(taskset -c 0)
+    CLIENT_ON=(taskset -c 1)
+fi
+# The doom block, 301 bytes: one iteration as galleon renders it.
+start_galleon
+curl -sf "http://127.0.0.1:$P_GALLEON/doom?iters=1" -o "$TMP/doom1"
+kill "$GALLEON_PID"; wait "$GALLEON_PID" 2>/dev/null || true
+DOOM_SERVERS=("galleon default" "galleon vectored")
+[ -n "$BASELINE" ] && DOOM_SERVERS+=(baseline)
+DOOM_SERVERS+=(beam raw-sender)
+# Starts contender $1 in the background (pinned under PIN=1); sets PORT, POLICY and SPID.
+start_contender() { # name
+    local f=${1// /_}
+    POLICY=default
+    case $1 in
+    "galleon default" | "galleon vectored")
+        PORT=$P_GALLEON
+        POLICY=${1#galleon }
+        "${SERVER_ON[@]}" "$GALLEON" serve --addr "127.0.0.1:$PORT" --trace-endpoint off --events off 2>"$TMP/doom-$f.log" &
+        ;;
+    baseline)
+        PORT=$P_BASE
+        "${SERVER_ON[@]}" "$BASELINE" serve --addr "127.0.0.1:$PORT" --trace-endpoint off --events off 2>"$TMP/doom-$f.log" &
+        ;;
+    beam)
+        PORT=$P_BEAM
+        "${SERVER_ON[@]}" erl -noshell -pa "$TMP" -eval "beam_peer:start($PORT)" >"$TMP/doom-$f.out" 2>"$TMP/doom-$f.log" &
+        ;;
+    raw-sender)
+        PORT=$P_RAW
+        "${SERVER_ON[@]}" "$GALLEON" bench --raw-sender "127.0.0.1:$PORT" "$TMP/doom1" 2>"$TMP/doom-$f.log" &
+        ;;
+    esac
+    SPID=$!
+    PIDS+=("$SPID")
+    wait_port "$PORT"
+}
+# One download from a server started for it alone (an idle BEAM beside the others spins its
+# schedulers, and would tax whoever shares its core), its RSS sampled every 20 ms.
+declare -A DTIME=() DCPU=() DBYTES=()
+doom_download() { # round name
+    local round=$1 s=$2 f=${2// /_}
+    start_contender "$s"
+    local pid=$SPID
     (
         while kill -0 "$pid" 2>/dev/null; do
             awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null
             sleep 0.02
         done
-    ) >"$TMP/rss.$name" &
-    local sampler=$!
-    for _ in $(seq 1 "$DOOM_ROUNDS"); do
-        res=$(curl -s -o /dev/null -w '%{size_download} %{time_total}' \
-            -H "x-galleon-write-policy: $policy" "http://127.0.0.1:$port/doom?iters=$DOOM_ITERS")
-        if [ -z "$best" ] || awk -v a="${res#* }" -v b="${best#* }" 'BEGIN { exit !(a < b) }'; then
-            best=$res
-        fi
-    done
+    ) >>"$TMP/rss.$f" &
+    local sampler=$! t0 t1 res
+    t0=$(cpu_ticks "$pid")
+    res=$("${CLIENT_ON[@]}" curl -s -o /dev/null -w '%{size_download} %{time_total}' \
+        -H "x-galleon-write-policy: $POLICY" "http://127.0.0.1:$PORT/doom?iters=$DOOM_ITERS")
+    t1=$(cpu_ticks "$pid")
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
     kill "$sampler" 2>/dev/null || true
     wait "$sampler" 2>/dev/null || true
-    peak=$(sort -n "$TMP/rss.$name" | tail -1)
-    local rss
-    rss=$(awk -v p="$peak" -v b="$base" 'BEGIN { printf "%.1f MiB peak (+%.1f MiB)", p / 1024, (p - b) / 1024 }')
-    set -- $best
-    awk -v n="$name" -v sz="$1" -v t="$2" -v r="$rss" -v it="$DOOM_ITERS" \
-        'BEGIN { printf "%-24s %-18s %8.2f s %10.1f MB/s  %s, %d bytes\n", "/doom?iters=" it, n, t, sz / t / 1048576, r, sz }'
+    DBYTES[$s]=${res% *}
+    DTIME["$round|$s"]=${res#* }
+    DCPU[$s]="${DCPU[$s]:-} $(awk -v d="$((t1 - t0))" -v us="$TICK_US" 'BEGIN { printf "%.2f", d * us / 1e6 }')"
 }
-
-kill "$GALLEON_PID" "$BEAM_PID" "${HYPER_PIDS[@]}" ${BASE_PID:-} 2>/dev/null || true
-wait "$GALLEON_PID" "$BEAM_PID" "${HYPER_PIDS[@]}" ${BASE_PID:-} 2>/dev/null || true
-[ "$DOOM" = 0 ] && exit 0
-# The doom block, 301 bytes: one iteration as galleon renders it.
-start_galleon
-curl -sf "http://127.0.0.1:$P_GALLEON/doom?iters=1" -o "$TMP/doom1"
-"$PEERS/raw-sender" "127.0.0.1:$P_RAW" "$TMP/doom1" 2>"$TMP/raw.log" &
-RAW_PID=$!
-PIDS+=("$RAW_PID")
-wait_port "$P_RAW"
+n=${#DOOM_SERVERS[@]}
+for round in $(seq 1 "$DOOM_ROUNDS"); do
+    for k in $(seq 0 $((n - 1))); do
+        doom_download "$round" "${DOOM_SERVERS[$(((k + round) % n))]}"
+    done
+    echo "  /doom round $round done" >&2
+done
 echo
-printf '%-24s %-18s %10s %15s  %s\n' "target" "server" "time" "throughput" "server RSS"
-kill "$GALLEON_PID"; wait "$GALLEON_PID" 2>/dev/null || true
-start_galleon
-doom_row "galleon default" "$GALLEON_PID" "$P_GALLEON"
-kill "$GALLEON_PID"; wait "$GALLEON_PID" 2>/dev/null || true
-start_galleon
-doom_row "galleon vectored" "$GALLEON_PID" "$P_GALLEON" vectored
-kill "$GALLEON_PID"; wait "$GALLEON_PID" 2>/dev/null || true
-start_beam
-doom_row "beam" "$BEAM_PID" "$P_BEAM"
-kill "$BEAM_PID"; wait "$BEAM_PID" 2>/dev/null || true
-doom_row "raw-sender" "$RAW_PID" "$P_RAW"
+echo "/doom?iters=$DOOM_ITERS, $DOOM_ROUNDS rounds interleaved (order rotated), curl -o /dev/null$([ "${PIN:-0}" = 1 ] && echo ', servers on CPU 0 and curl on CPU 1'); medians"
+printf '%-18s %10s %12s %9s %12s  %s\n' "server" "time" "throughput" "vs raw" "CPU s" "server RSS"
+for s in "${DOOM_SERVERS[@]}"; do
+    times="" ratios=""
+    for round in $(seq 1 "$DOOM_ROUNDS"); do
+        times="$times ${DTIME["$round|$s"]}"
+        ratios="$ratios $(awk -v r="${DTIME["$round|raw-sender"]}" -v t="${DTIME["$round|$s"]}" 'BEGIN { printf "%.3f", r / t }')"
+    done
+    tm=$(median "$times" 3)
+    rm=$(median "$ratios" 3)
+    cpu=$(median "${DCPU[$s]}" 2)
+    peak=$(sort -n "$TMP/rss.${s// /_}" | tail -1)
+    awk -v n="$s" -v sz="${DBYTES[$s]}" -v t="$tm" -v r="$rm" -v c="$cpu" -v p="$peak" -v each="$ratios" \
+        'BEGIN { printf "%-18s %8.2f s %7.1f MB/s %8.2fx %10.2f s  %.1f MiB peak; vs raw each round:%s\n", n, t, sz / t / 1048576, r, c, p / 1024, each }'
+done

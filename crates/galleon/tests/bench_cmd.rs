@@ -137,26 +137,33 @@ fn a_quick_run_saves_its_metadata_and_every_benchmark() {
     }
 }
 
+/// Writes `runs/a.json` and `runs/b.json` from a quick run in `dir`: A with its first benchmark
+/// made steady (every round at the median, noise 0; guarded if `guard`), B the same with that
+/// benchmark 4x slower and a later date, the others unchanged. The benchmark's name.
+fn steady_then_slower(dir: &Path, runs: &Path, guard: bool) -> String {
+    let quick = quick_run(dir);
+    let mut run = read_json(&quick);
+    let name = run["benchmarks"][0]["name"].as_str().unwrap().to_owned();
+    let m = run["benchmarks"][0]["median"].as_f64().unwrap();
+    if guard {
+        run["benchmarks"][0]["guard"] = true.into();
+    }
+    run["benchmarks"][0]["rounds"] = vec![m; 3].into();
+    run["benchmarks"][0]["noise"] = 0.0.into();
+    write_json(&runs.join("a.json"), &run);
+    run["benchmarks"][0]["rounds"] = vec![m * 4.0; 3].into();
+    run["benchmarks"][0]["median"] = (m * 4.0).into();
+    run["date"] = "2099-01-01T00:00:00Z".into();
+    write_json(&runs.join("b.json"), &run);
+    name
+}
+
 #[test]
 fn compare_prints_ratios_sorted_and_marks_noise() {
     let dir = tempfile::tempdir().unwrap();
     let runs = dir.path().join("runs");
     std::fs::create_dir(&runs).unwrap();
-    let quick = quick_run(dir.path());
-    // A: the quick run, its first benchmark made steady (every round at the median, noise 0);
-    // B: the same with that benchmark 4x slower, the others unchanged.
-    let mut run = read_json(&quick);
-    let slow = run["benchmarks"][0]["name"].as_str().unwrap().to_owned();
-    let m = run["benchmarks"][0]["median"].as_f64().unwrap();
-    run["benchmarks"][0]["rounds"] = vec![m; 3].into();
-    run["benchmarks"][0]["noise"] = 0.0.into();
-    let a = runs.join("a.json");
-    write_json(&a, &run);
-    run["benchmarks"][0]["rounds"] = vec![m * 4.0; 3].into();
-    run["benchmarks"][0]["median"] = (m * 4.0).into();
-    run["date"] = "2099-01-01T00:00:00Z".into();
-    let b = runs.join("b.json");
-    write_json(&b, &run);
+    let slow = steady_then_slower(dir.path(), &runs, false);
     // Default: the last two runs by date, so A is a.json and B b.json.
     let o = galleon(
         dir.path(),
@@ -203,6 +210,39 @@ fn compare_prints_ratios_sorted_and_marks_noise() {
         first.contains(&slow) && first.contains("0.250") && first.contains("4.00x better"),
         "{out}"
     );
+}
+
+#[test]
+fn compare_fails_when_a_guarded_benchmark_regressed_beyond_its_noise() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    std::fs::create_dir(&runs).unwrap();
+    let name = steady_then_slower(dir.path(), &runs, true);
+    let compare = |x: &str, y: &str| {
+        galleon(
+            dir.path(),
+            &["bench", "compare", x, y, "--dir", runs.to_str().unwrap()],
+        )
+    };
+    let o = compare("a.json", "b.json");
+    assert!(!o.status.success(), "{}", stdout(&o));
+    let out = stdout(&o);
+    assert!(out.contains("REGRESSION (guarded)"), "{out}");
+    assert!(
+        out.contains("1 guarded benchmark got worse beyond the run-to-run noise"),
+        "{out}"
+    );
+    let err = stderr(&o);
+    assert!(
+        err.contains("guarded benchmark regressed beyond the noise")
+            && err.contains(&format!("offload/{name}")),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    // The other way round it is an improvement: no flag, success.
+    let o = compare("b.json", "a.json");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("REGRESSION"), "{}", stdout(&o));
 }
 
 #[test]

@@ -31,6 +31,15 @@ pub(crate) struct Row {
     pub(crate) noise: f64,
     /// The difference is no larger than that noise: not a change one can claim.
     pub(crate) in_noise: bool,
+    /// Guarded in either run ([`Benchmark::guard`]): a regression here is flagged.
+    pub(crate) guard: bool,
+}
+
+impl Row {
+    /// A guarded benchmark that got worse by more than its noise.
+    pub(crate) fn is_flagged(&self) -> bool {
+        self.guard && self.gain < 1.0 && !self.in_noise
+    }
 }
 
 /// The comparison of two runs.
@@ -74,7 +83,15 @@ pub(crate) fn row(a: &Benchmark, b: &Benchmark) -> Row {
         gain,
         noise,
         in_noise: (r - 1.0).abs() <= noise,
+        guard: a.guard || b.guard,
     }
+}
+
+/// The guarded benchmarks that got worse beyond their noise, worst first.
+pub(crate) fn flagged(c: &Comparison) -> Vec<&Row> {
+    let mut v: Vec<&Row> = c.rows.iter().filter(|r| r.is_flagged()).collect();
+    v.sort_by(|x, y| x.gain.total_cmp(&y.gain));
+    v
 }
 
 /// Compares `b` with `a`. A benchmark is the same in both when suite, name and unit match.
@@ -119,6 +136,8 @@ fn verdict(r: &Row) -> String {
     };
     if r.in_noise {
         format!("~ {how}, inside noise (spread {:.0}%)", r.noise * 100.0)
+    } else if r.is_flagged() {
+        format!("{how}  <-- REGRESSION (guarded)")
     } else {
         how
     }
@@ -188,6 +207,27 @@ pub(crate) fn render(a: &Saved, b: &Saved, c: &Comparison) -> String {
          noise (the larger relative spread of their rounds in A or B).",
         c.rows.len()
     );
+    let bad = flagged(c);
+    if !bad.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n!!! {} guarded benchmark{} got worse beyond the run-to-run noise !!!",
+            bad.len(),
+            if bad.len() == 1 { "" } else { "s" }
+        );
+        for r in bad {
+            let _ = writeln!(
+                s,
+                "  {}: {} -> {} {} ({:.2}x worse; noise {:.0}%)",
+                r.key,
+                fmt_value(r.a),
+                fmt_value(r.b),
+                r.unit,
+                1.0 / r.gain,
+                r.noise * 100.0
+            );
+        }
+    }
     for (tag, list) in [("only in A", &c.only_a), ("only in B", &c.only_b)] {
         if !list.is_empty() {
             let _ = writeln!(s, "\n{tag}:");
@@ -214,6 +254,7 @@ mod tests {
             rounds: rounds.to_vec(),
             median: median(rounds),
             noise: noise(rounds),
+            guard: false,
         }
     }
 
@@ -330,5 +371,34 @@ mod tests {
         let c = compare(&a, &b);
         assert!(c.rows.is_empty());
         assert_eq!((c.only_a.len(), c.only_b.len()), (1, 1));
+    }
+
+    #[test]
+    fn a_guarded_benchmark_that_drops_beyond_its_noise_is_flagged() {
+        let guarded = |rounds: &[f64]| Benchmark {
+            guard: true,
+            ..bench("doom vs raw", false, rounds)
+        };
+        // 0.93 of the floor, then 0.52: flagged, and named in the text.
+        let a = saved("c", vec![guarded(&[0.92, 0.93, 0.94])]);
+        let b = saved("c", vec![guarded(&[0.51, 0.52, 0.53])]);
+        let c = compare(&a, &b);
+        let bad = flagged(&c);
+        assert_eq!(bad.len(), 1);
+        assert_eq!(bad[0].key, "s/doom vs raw");
+        let text = render(&a, &b, &c);
+        assert!(text.contains("REGRESSION (guarded)"), "{text}");
+        assert!(text.contains("1 guarded benchmark got worse"), "{text}");
+        // A drop inside the noise, a rise, and an unguarded drop are not flagged.
+        let noisy = saved("c", vec![guarded(&[0.70, 0.90, 1.10])]);
+        assert!(flagged(&compare(&a, &noisy)).is_empty());
+        assert!(flagged(&compare(&b, &a)).is_empty());
+        let plain = |rounds: &[f64]| bench("doom vs raw", false, rounds);
+        let c = compare(
+            &saved("c", vec![plain(&[0.92, 0.93, 0.94])]),
+            &saved("c", vec![plain(&[0.51, 0.52, 0.53])]),
+        );
+        assert!(flagged(&c).is_empty());
+        assert!(!render(&a, &a, &compare(&a, &a)).contains("REGRESSION"));
     }
 }

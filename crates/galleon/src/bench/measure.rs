@@ -124,6 +124,15 @@ pub(crate) struct Benchmark {
     pub(crate) median: f64,
     /// The rounds' relative spread ([`noise`]): 0.05 is 5%.
     pub(crate) noise: f64,
+    /// Guarded: `galleon bench compare` flags a change for the worse beyond the noise and exits
+    /// with an error. For figures the machine's speed does not move, such as a ratio to a floor
+    /// measured in the same rounds (`/doom` against a raw sender).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub(crate) guard: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl Benchmark {
@@ -149,8 +158,18 @@ pub(crate) struct Skipped {
 #[derive(Debug)]
 pub(crate) struct Collector {
     suite: String,
-    benches: Vec<(String, String, bool, Vec<f64>)>,
+    benches: Vec<Gathered>,
     skipped: Vec<Skipped>,
+}
+
+/// One benchmark's values while a suite runs.
+#[derive(Debug)]
+struct Gathered {
+    name: String,
+    unit: String,
+    lower_is_better: bool,
+    guard: bool,
+    rounds: Vec<f64>,
 }
 
 impl Collector {
@@ -166,27 +185,35 @@ impl Collector {
     /// Names benchmark `name` before its first value, so the table lists benchmarks in the
     /// order declared, not in the rotated order of the first round.
     pub(crate) fn declare(&mut self, name: &str, unit: &str, lower_is_better: bool) {
-        if !self.benches.iter().any(|b| b.0 == name) {
-            self.benches.push((
-                name.to_owned(),
-                unit.to_owned(),
-                lower_is_better,
-                Vec::new(),
-            ));
-        }
+        self.entry(name, unit, lower_is_better);
+    }
+
+    /// [`Collector::declare`] for a guarded benchmark ([`Benchmark::guard`]).
+    pub(crate) fn declare_guarded(&mut self, name: &str, unit: &str, lower_is_better: bool) {
+        self.entry(name, unit, lower_is_better).guard = true;
     }
 
     /// One round's value of benchmark `name`.
     pub(crate) fn push(&mut self, name: &str, unit: &str, lower_is_better: bool, value: f64) {
-        match self.benches.iter_mut().find(|b| b.0 == name) {
-            Some(b) => b.3.push(value),
-            None => self.benches.push((
-                name.to_owned(),
-                unit.to_owned(),
-                lower_is_better,
-                vec![value],
-            )),
-        }
+        self.entry(name, unit, lower_is_better).rounds.push(value);
+    }
+
+    /// Benchmark `name`, added (with no values) when first seen.
+    fn entry(&mut self, name: &str, unit: &str, lower_is_better: bool) -> &mut Gathered {
+        let i = match self.benches.iter().position(|b| b.name == name) {
+            Some(i) => i,
+            None => {
+                self.benches.push(Gathered {
+                    name: name.to_owned(),
+                    unit: unit.to_owned(),
+                    lower_is_better,
+                    guard: false,
+                    rounds: Vec::new(),
+                });
+                self.benches.len() - 1
+            }
+        };
+        &mut self.benches[i]
     }
 
     /// Records that `name` did not run, and why.
@@ -204,15 +231,16 @@ impl Collector {
         let benches = self
             .benches
             .into_iter()
-            .filter(|b| !b.3.is_empty())
-            .map(|(name, unit, lower_is_better, rounds)| Benchmark {
+            .filter(|b| !b.rounds.is_empty())
+            .map(|b| Benchmark {
                 suite: suite.clone(),
-                name,
-                unit,
-                lower_is_better,
-                median: median(&rounds),
-                noise: noise(&rounds),
-                rounds,
+                name: b.name,
+                unit: b.unit,
+                lower_is_better: b.lower_is_better,
+                median: median(&b.rounds),
+                noise: noise(&b.rounds),
+                rounds: b.rounds,
+                guard: b.guard,
             })
             .collect();
         (benches, self.skipped)

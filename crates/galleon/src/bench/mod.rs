@@ -3,7 +3,9 @@
 //! - `galleon bench [SUITE...]` runs suites (all by default; see [`suites::SUITES`]), each
 //!   benchmark in interleaved rounds (median and noise), a progress bar per suite on stderr and
 //!   its table on stdout, and saves the run as JSON in `bench/runs/` ([`runs`]).
-//! - `galleon bench compare [A B]` compares two runs (default: the last two) ([`compare`]).
+//! - `galleon bench compare [A B]` compares two runs (default: the last two) ([`compare`]); it
+//!   exits with an error when a guarded benchmark (a ratio to a floor measured in the same run,
+//!   such as `/doom` against a raw sender) got worse beyond its noise.
 //! - `galleon bench graph [-o FILE]` draws every saved run into one HTML file ([`graph`]).
 //! - `galleon bench list` lists the saved runs.
 //!
@@ -41,7 +43,8 @@ pub(crate) struct Args {
 /// What `galleon bench` can do besides running suites.
 #[derive(Debug, clap::Subcommand)]
 enum Action {
-    /// Compare two saved runs (default: the last two): B/A per benchmark, sorted by change.
+    /// Compare two saved runs (default: the last two): B/A per benchmark, sorted by change; an
+    /// error when a guarded benchmark (`/doom` vs a raw sender) got worse beyond its noise.
     Compare(CompareArgs),
     /// Draw every saved run into one self-contained HTML file (a chart per benchmark).
     Graph(GraphArgs),
@@ -82,6 +85,10 @@ struct RunArgs {
     /// Internal: the cache suite's child under callgrind.
     #[arg(long, hide = true, value_name = "SPEC")]
     cache_probe: Option<String>,
+    /// Internal: the http suite's raw sender as a server of its own, for bench/http.sh (serves
+    /// `GET ...?iters=N` with BLOCK_FILE's bytes N times until killed).
+    #[arg(long, hide = true, num_args = 2, value_names = ["ADDR", "BLOCK_FILE"])]
+    raw_sender: Option<Vec<String>>,
 }
 
 /// Arguments of `galleon bench compare`.
@@ -144,6 +151,9 @@ fn runs_dir(a: &DirArgs, root: Option<&Path>) -> PathBuf {
 fn run_suites(args: RunArgs, root: Option<&Path>) -> anyhow::Result<()> {
     if let Some(spec) = &args.cache_probe {
         return suites::cache_probe(spec);
+    }
+    if let Some([addr, file]) = args.raw_sender.as_deref() {
+        return suites::raw_sender(addr, Path::new(file));
     }
     let mut names: Vec<&'static str> = if args.suites.is_empty() {
         suites::SUITES
@@ -324,6 +334,15 @@ fn compare_cmd(a: CompareArgs, root: Option<&Path>) -> anyhow::Result<()> {
         eprintln!("{}", compare::machine_warning(diff));
     }
     print!("{}", compare::render(&ra, &rb, &c));
+    let bad = compare::flagged(&c);
+    if !bad.is_empty() {
+        let keys: Vec<&str> = bad.iter().map(|r| r.key.as_str()).collect();
+        bail!(
+            "guarded benchmark{} regressed beyond the noise: {}",
+            if keys.len() == 1 { "" } else { "s" },
+            keys.join(", ")
+        );
+    }
     Ok(())
 }
 

@@ -14,12 +14,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 // The load generator and the serving-line parser are the http suite's.
-pub(super) use super::http::{load, serving_addr};
+pub(super) use super::child::{cpu_secs, serving_addr};
+pub(super) use super::http::load;
 
 /// How long a server may take to start listening.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
-/// Clock ticks per second in `/proc/PID/stat`.
-const USER_HZ: f64 = 100.0;
 /// Which server a target is sent to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Peer {
@@ -221,43 +220,9 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
-/// User + system CPU seconds of process `pid`, from `/proc/PID/stat`.
-pub(crate) fn cpu_secs(pid: u32) -> anyhow::Result<f64> {
-    let path = format!("/proc/{pid}/stat");
-    let stat = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
-    let after = stat
-        .rfind(')')
-        .and_then(|i| stat.get(i + 2..))
-        .context("parsing /proc/PID/stat")?;
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let tick = |i: usize| -> anyhow::Result<f64> {
-        f.get(i)
-            .context("short /proc/PID/stat")?
-            .parse::<f64>()
-            .context("parsing /proc/PID/stat")
-    };
-    Ok((tick(11)? + tick(12)?) / USER_HZ)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_galleon_address_is_read_from_its_serving_line() {
-        let line = "galleon: serving site at http://127.0.0.1:43123/ (write policy Default)";
-        assert_eq!(serving_addr(line), Some("127.0.0.1:43123".parse().unwrap()));
-        assert_eq!(
-            serving_addr("beam_peer: serving at http://127.0.0.1:1/"),
-            None
-        );
-    }
-
-    #[test]
-    fn this_process_has_a_cpu_time_and_a_missing_one_is_an_error() {
-        assert!(cpu_secs(std::process::id()).unwrap() >= 0.0);
-        assert!(cpu_secs(u32::MAX).is_err());
-    }
 
     #[test]
     fn the_peer_source_is_found_next_to_the_site() {

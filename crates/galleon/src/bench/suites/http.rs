@@ -4,28 +4,22 @@
 //! the previous response has arrived whole, for a fixed time. Three targets, their turns
 //! interleaved: the 4 KB page (`/blah?iters=10`), the 400 KB page (`/blah?iters=1000`) and a
 //! static file. Two figures each: requests per second, and the server's CPU time per request
-//! (from `/proc/PID/stat`; steadier than req/s when the machine is shared). Nothing else is
-//! needed: no wrk, no curl.
+//! (from `/proc/PID/stat`; steadier than req/s when the machine is shared). Then `/doom`
+//! streamed by a fresh server against a raw sender, the ratio guarded (`doom.rs`). Nothing
+//! else is needed: no wrk, no curl.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::child::Server;
 use crate::bench::measure::{Collector, Ctx, rotation};
 
-/// How long the child may take to print its address.
-const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long one read of a response may wait.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// The kernel's clock ticks per second in `/proc/PID/stat` (`USER_HZ`: 100 on Linux).
-const USER_HZ: f64 = 100.0;
 /// Largest response head accepted from the server.
 const MAX_HEAD: usize = 16 * 1024;
 
@@ -35,102 +29,6 @@ const TARGETS: [(&str, &str, usize); 3] = [
     ("GET /blah?iters=1000 (400 KB)", "/blah?iters=1000", 400_000),
     ("GET /static/site.css", "/static/site.css", 1),
 ];
-
-/// The child server; killed and reaped when dropped.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    /// Starts `galleon serve` on 127.0.0.1, port 0, and reads the address it bound from the
-    /// line it prints on stderr; the rest of its stderr is drained by a thread.
-    fn start(site: &Path) -> anyhow::Result<Server> {
-        let exe = std::env::current_exe().context("finding this executable")?;
-        let mut child = Command::new(exe)
-            .arg("serve")
-            .arg("--site")
-            .arg(site)
-            .args(["--addr", "127.0.0.1:0", "--events", "off"])
-            .env_remove("GALLEON_EVENTS")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("starting `galleon serve`")?;
-        let stderr = child.stderr.take().context("the child's stderr")?;
-        let (tx, rx) = mpsc::channel::<String>();
-        std::thread::Builder::new()
-            .name("bench-serve-log".into())
-            .spawn(move || {
-                let mut lines = BufReader::new(stderr).lines();
-                for line in lines.by_ref().map_while(Result::ok) {
-                    if tx.send(line).is_err() {
-                        break;
-                    }
-                }
-            })?;
-        let mut server = Server {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        };
-        let deadline = Instant::now() + START_TIMEOUT;
-        let mut seen = Vec::new();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(line) => {
-                    if let Some(addr) = serving_addr(&line) {
-                        server.addr = addr;
-                        return Ok(server);
-                    }
-                    seen.push(line);
-                }
-                Err(_) => {
-                    let status = server.child.try_wait().ok().flatten();
-                    bail!(
-                        "`galleon serve` did not start ({}): {}",
-                        status.map_or("no address printed in time".to_owned(), |s| s.to_string()),
-                        seen.join(" | ")
-                    );
-                }
-            }
-        }
-    }
-
-    /// The child's CPU time so far (user + system), in seconds.
-    fn cpu_secs(&self) -> anyhow::Result<f64> {
-        let path = format!("/proc/{}/stat", self.child.id());
-        let stat = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
-        let after = stat
-            .rfind(')')
-            .and_then(|i| stat.get(i + 2..))
-            .context("parsing /proc/PID/stat")?;
-        let f: Vec<&str> = after.split_whitespace().collect();
-        let tick = |i: usize| -> anyhow::Result<f64> {
-            f.get(i)
-                .context("short /proc/PID/stat")?
-                .parse::<f64>()
-                .context("parsing /proc/PID/stat")
-        };
-        Ok((tick(11)? + tick(12)?) / USER_HZ)
-    }
-}
-
-/// The address in `galleon: serving DIR at http://127.0.0.1:PORT/ (...)`.
-pub(super) fn serving_addr(line: &str) -> Option<SocketAddr> {
-    let rest = line.strip_prefix("galleon: serving ")?;
-    let at = rest.find(" at http://")? + " at http://".len();
-    let addr = &rest[at..];
-    addr[..addr.find('/')?].parse().ok()
-}
 
 /// Where `needle` starts in `hay`.
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -244,7 +142,10 @@ pub(super) fn run(ctx: &Ctx, out: &mut Collector) -> anyhow::Result<()> {
     let rounds = ctx.rounds(7);
     let dur = ctx.pick(Duration::from_secs(5), Duration::from_millis(300));
     let conns = ctx.pick(16, 4);
-    ctx.start((rounds + 1) * TARGETS.len(), "starting galleon serve");
+    ctx.start(
+        (rounds + 1) * TARGETS.len() + super::doom::steps(rounds),
+        "starting galleon serve",
+    );
     let server = Server::start(&ctx.site)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -279,17 +180,5 @@ pub(super) fn run(ctx: &Ctx, out: &mut Collector) -> anyhow::Result<()> {
         }
     }
     drop(server);
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_address_is_read_from_the_serving_line() {
-        let line = "galleon: serving site at http://127.0.0.1:43123/ (write policy Default)";
-        assert_eq!(serving_addr(line), Some("127.0.0.1:43123".parse().unwrap()));
-        assert_eq!(serving_addr("galleon: watching"), None);
-    }
+    super::doom::run(ctx, &ctx.site, rounds, out)
 }

@@ -11,6 +11,8 @@ mod cache;
 mod cache_http;
 mod cache_model;
 mod cache_tables;
+mod child;
+mod doom;
 mod eventstore;
 mod http;
 mod iolist;
@@ -51,7 +53,7 @@ pub(crate) const SUITES: &[Suite] = &[
     },
     Suite {
         name: "http",
-        about: "req/s and server CPU per request of a child `galleon serve` under a keep-alive load",
+        about: "req/s and server CPU per request of a child `galleon serve` under a keep-alive load; /doom streamed against a raw sender",
         run: http::run,
         in_default: true,
         own_table: false,
@@ -89,6 +91,11 @@ pub(crate) const SUITES: &[Suite] = &[
 /// `galleon bench --cache-probe SPEC`: the cache suite's child under callgrind.
 pub(crate) fn cache_probe(spec: &str) -> anyhow::Result<()> {
     cache::probe(spec)
+}
+
+/// `galleon bench --raw-sender ADDR BLOCK_FILE`: the `/doom` floor as a server of its own.
+pub(crate) fn raw_sender(addr: &str, block: &std::path::Path) -> anyhow::Result<()> {
+    doom::serve_raw(addr, block)
 }
 
 /// The suite called `name`; an unknown name is an error listing the known ones.
