@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::measure::{Benchmark, fmt_value};
+use super::measure::{Benchmark, fmt_value, spread};
 use super::runs::Saved;
 
 /// One benchmark present in both runs.
@@ -29,7 +29,8 @@ pub(crate) struct Row {
     pub(crate) gain: f64,
     /// The larger of the two runs' noise figures for it.
     pub(crate) noise: f64,
-    /// The difference is no larger than that noise: not a change one can claim.
+    /// The difference is no larger than that noise: not a change one can claim. For a guarded
+    /// benchmark: the middle halves of the two runs' rounds overlap.
     pub(crate) in_noise: bool,
     /// Guarded in either run ([`Benchmark::guard`]): a regression here is flagged.
     pub(crate) guard: bool,
@@ -73,6 +74,16 @@ pub(crate) fn row(a: &Benchmark, b: &Benchmark) -> Row {
         r
     };
     let noise = a.noise.max(b.noise);
+    let guard = a.guard || b.guard;
+    // A guarded figure is judged by its rounds, not by the two medians against the larger
+    // spread: a change is real when the middle halves of the two runs' rounds do not overlap.
+    let in_noise = if guard && !a.rounds.is_empty() && !b.rounds.is_empty() {
+        let (alo, ahi) = spread(&sorted(&a.rounds));
+        let (blo, bhi) = spread(&sorted(&b.rounds));
+        alo <= bhi && blo <= ahi
+    } else {
+        (r - 1.0).abs() <= noise
+    };
     Row {
         key: a.key(),
         unit: a.unit.clone(),
@@ -82,9 +93,19 @@ pub(crate) fn row(a: &Benchmark, b: &Benchmark) -> Row {
         ratio: r,
         gain,
         noise,
-        in_noise: (r - 1.0).abs() <= noise,
-        guard: a.guard || b.guard,
+        in_noise,
+        guard,
     }
+}
+
+/// `v` sorted, non-finite values left out.
+fn sorted(v: &[f64]) -> Vec<f64> {
+    let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        v.push(0.0);
+    }
+    v
 }
 
 /// The guarded benchmarks that got worse beyond their noise, worst first.
@@ -392,6 +413,26 @@ mod tests {
         // A drop inside the noise, a rise, and an unguarded drop are not flagged.
         let noisy = saved("c", vec![guarded(&[0.70, 0.90, 1.10])]);
         assert!(flagged(&compare(&a, &noisy)).is_empty());
+        // Rounds of two real runs on a shared machine (the fixed build, then the regressed
+        // one): each spreads 24-35% around its median, more than the 30% drop, but their middle
+        // halves are apart.
+        let fixed = saved(
+            "c",
+            vec![guarded(&[0.653, 0.661, 0.859, 0.865, 0.791, 0.707, 0.531])],
+        );
+        let regressed = saved(
+            "c",
+            vec![guarded(&[0.715, 0.376, 0.495, 0.567, 0.618, 0.456, 0.378])],
+        );
+        assert_eq!(flagged(&compare(&fixed, &regressed)).len(), 1);
+        // The same rounds unguarded: inside the noise by the medians' rule.
+        let plain_of = |s: &Saved| {
+            let mut s = s.clone();
+            s.run.benchmarks[0].guard = false;
+            s
+        };
+        let c = compare(&plain_of(&fixed), &plain_of(&regressed));
+        assert!(c.rows[0].in_noise);
         assert!(flagged(&compare(&b, &a)).is_empty());
         let plain = |rounds: &[f64]| bench("doom vs raw", false, rounds);
         let c = compare(

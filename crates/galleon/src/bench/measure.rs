@@ -124,8 +124,8 @@ pub(crate) struct Benchmark {
     pub(crate) median: f64,
     /// The rounds' relative spread ([`noise`]): 0.05 is 5%.
     pub(crate) noise: f64,
-    /// Guarded: `galleon bench compare` flags a change for the worse beyond the noise and exits
-    /// with an error. For figures the machine's speed does not move, such as a ratio to a floor
+    /// Guarded: `galleon bench compare` flags a change for the worse beyond the noise (the
+    /// middle halves of the two runs' rounds apart) and exits with an error. For figures the machine's speed does not move, such as a ratio to a floor
     /// measured in the same rounds (`/doom` against a raw sender).
     #[serde(default, skip_serializing_if = "is_false")]
     pub(crate) guard: bool,
