@@ -90,6 +90,12 @@ pub(crate) struct Args {
     /// connection (TCP_NOTSENT_LOWAT): what a slow reader can pin; 0 leaves the kernel's default.
     #[arg(long, default_value_t = galleon_http::DEFAULT_STREAM_UNSENT_BYTES, value_name = "BYTES")]
     stream_unsent: u32,
+    /// What --stream-unsent is raised to for a reader that has taken 8 MiB at over twice it per
+    /// millisecond (256 MB/s at the default), so the writer's wake-ups do not leave a fast
+    /// reader's socket empty; back to --stream-unsent when its pace falls under it per
+    /// millisecond. At or under --stream-unsent: never raised.
+    #[arg(long, default_value_t = galleon_http::DEFAULT_STREAM_UNSENT_MAX_BYTES, value_name = "BYTES")]
+    stream_unsent_max: u32,
     /// Threads that write streamed pages, event streams and large files, apart from the request
     /// workers, so a burst of downloads does not delay small requests (default: one per core);
     /// 0 writes them on the request workers.
@@ -223,7 +229,7 @@ const MAX_HEAD_BYTES: usize = 1024 * 1024;
 /// Most `--bulk-writers`: threads beyond a few per core only add switching.
 const MAX_BULK_WRITERS: usize = 1024;
 
-/// Largest `--stream-unsent`: 64 MiB (Linux's largest send buffer by default is 4 MiB).
+/// Largest `--stream-unsent` and `--stream-unsent-max`: 64 MiB (Linux's largest send buffer by default is 4 MiB).
 const MAX_STREAM_UNSENT: u32 = 64 * 1024 * 1024;
 
 /// Largest `--max-headers`: 1,024 header lines.
@@ -353,6 +359,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         args.stream_unsent
     );
     config.limits.stream_unsent_bytes = args.stream_unsent;
+    anyhow::ensure!(
+        args.stream_unsent_max <= MAX_STREAM_UNSENT,
+        "--stream-unsent-max {}: expected 0 (never raised) to {MAX_STREAM_UNSENT}",
+        args.stream_unsent_max
+    );
+    config.limits.stream_unsent_max_bytes = args.stream_unsent_max;
     let bulk_writers = args
         .bulk_writers
         .unwrap_or_else(galleon_http::default_bulk_writers);

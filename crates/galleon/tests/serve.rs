@@ -471,6 +471,10 @@ fn out_of_range_durations_and_sizes_are_refused_at_start() {
             "--stream-unsent 100000000: expected 0",
         ),
         (
+            ["--stream-unsent-max", "100000000"],
+            "--stream-unsent-max 100000000: expected 0",
+        ),
+        (
             ["--bulk-writers", "5000"],
             "--bulk-writers 5000: expected 0",
         ),

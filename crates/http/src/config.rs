@@ -49,6 +49,10 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// kernel memory, and 1,000 of them pushed loopback TCP to its memory limit.
 pub const DEFAULT_STREAM_UNSENT_BYTES: u32 = 128 * 1024;
 
+/// Default [`Limits::stream_unsent_max_bytes`]: 4 MiB, Linux's largest send buffer by default
+/// (`tcp_wmem`), for readers that drain their socket fast.
+pub const DEFAULT_STREAM_UNSENT_MAX_BYTES: u32 = 4 * 1024 * 1024;
+
 /// Default [`ServerConfig::bulk_file_bytes`]: 256 KiB. Handing a response to the bulk writers
 /// and back costs two task wake-ups across threads; a file this big costs ten times that to copy
 /// into the socket, so smaller ones are sent by the request worker at once.
@@ -98,6 +102,11 @@ pub struct Limits {
     /// in flight, so fast downloads over long links keep their speed. 0 leaves the kernel's
     /// default. Whole responses are not affected: they go out in one `writev`.
     pub stream_unsent_bytes: u32,
+    /// What [`stream_unsent_bytes`](Self::stream_unsent_bytes) is raised to for a reader that
+    /// has taken 8 MiB at over twice it per millisecond (256 MB/s at the default), so the
+    /// writer's wake-ups do not leave a fast reader's socket empty; a reader whose pace falls
+    /// under it per millisecond is put back to it. At or under it: never raised.
+    pub stream_unsent_max_bytes: u32,
 }
 
 impl Default for Limits {
@@ -113,6 +122,7 @@ impl Default for Limits {
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             stream_unsent_bytes: DEFAULT_STREAM_UNSENT_BYTES,
+            stream_unsent_max_bytes: DEFAULT_STREAM_UNSENT_MAX_BYTES,
         }
     }
 }

@@ -152,6 +152,34 @@ fn streams_are_chunked_and_complete() {
 }
 
 #[test]
+fn a_fast_readers_stream_comes_whole_when_its_chunks_are_batched() {
+    // A 4 KiB floor: a reader taking over 8 MB/s earns the raised bound after 8 MiB, and from
+    // then on the chunks that are ready go out several to a write. Every chunk must still
+    // come, framed and in order, and the connection go on after the stream ends in a batch.
+    // Chunks computed inline (as galleon serve's templates): the next one is always ready.
+    let mut config = ServerConfig::default();
+    config.limits.stream_unsent_bytes = 4096;
+    let pool = galleon_offload::Pool::new(galleon_offload::Config {
+        threads: 1,
+        policy: galleon_offload::Policy::Inline,
+        ..galleon_offload::Config::default()
+    })
+    .unwrap();
+    let probes = Arc::new(Probes::default());
+    let s = TestServer::start_offloaded(test_router(probes.clone(), None), config, pool);
+    let mut c = client(&s);
+    for n in [600, 601] {
+        probes.chunks.store(0, Ordering::SeqCst);
+        let r = c.get(&format!("/stream?n={n}"), &[]).unwrap();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body.len(), n * STREAM_CHUNK);
+        assert!(r.body.iter().all(|&b| b == b'd'));
+        assert_eq!(probes.chunks.load(Ordering::SeqCst), n);
+    }
+    assert_eq!(c.get("/hello", &[]).unwrap().body, b"hello");
+}
+
+#[test]
 fn a_client_that_disconnects_stops_the_stream() {
     let (s, probes) = start(ServerConfig::default());
     let mut c = s.connect();

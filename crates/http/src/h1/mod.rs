@@ -6,6 +6,7 @@ mod chunks;
 mod conn;
 pub(crate) mod decode;
 pub(crate) mod encode;
+mod unsent;
 
 pub(crate) use chunks::ChunkPool;
 pub use chunks::STREAM_CHUNK_KIND;

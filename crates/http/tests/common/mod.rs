@@ -54,7 +54,16 @@ impl TestServer {
         config: ServerConfig,
         observer: Arc<dyn galleon_http::Observer>,
     ) -> TestServer {
-        Self::start_full(router, config, None, 512, Some(observer))
+        Self::start_full(router, config, None, 512, Some(observer), None)
+    }
+
+    /// Starts a server whose streamed chunks are jobs of `pool` (under its policy).
+    pub fn start_offloaded(
+        router: Router,
+        config: ServerConfig,
+        pool: galleon_offload::Pool,
+    ) -> TestServer {
+        Self::start_full(router, config, None, 512, None, Some(pool))
     }
 
     fn start_on(
@@ -63,7 +72,7 @@ impl TestServer {
         traces: Option<TraceStore>,
         blocking_threads: usize,
     ) -> TestServer {
-        Self::start_full(router, config, traces, blocking_threads, None)
+        Self::start_full(router, config, traces, blocking_threads, None, None)
     }
 
     fn start_full(
@@ -72,6 +81,7 @@ impl TestServer {
         traces: Option<TraceStore>,
         blocking_threads: usize,
         observer: Option<Arc<dyn galleon_http::Observer>>,
+        pool: Option<galleon_offload::Pool>,
     ) -> TestServer {
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -92,6 +102,10 @@ impl TestServer {
                 };
                 let server = match observer {
                     Some(o) => server.with_observer(o),
+                    None => server,
+                };
+                let server = match pool {
+                    Some(p) => server.with_offload(p),
                     None => server,
                 };
                 server

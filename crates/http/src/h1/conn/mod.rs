@@ -110,11 +110,11 @@ struct Conn {
     /// The last response's status and write calls (for the observer).
     last_status: u16,
     last_writes: WriteStats,
-    /// Whether the socket's unsent bytes are bounded yet ([`Limits::stream_unsent_bytes`], set
-    /// at the connection's first streamed body or file).
+    /// The socket's bound on unsent bytes ([`Limits::stream_unsent_bytes`]), made at the
+    /// connection's first streamed body or file.
     ///
     /// [`Limits::stream_unsent_bytes`]: crate::Limits::stream_unsent_bytes
-    unsent_bounded: bool,
+    unsent: Option<super::unsent::UnsentBound>,
 }
 
 /// Tells the observer a connection ended, however its task ends (also when aborted).
@@ -169,7 +169,7 @@ pub(crate) async fn serve_connection(
         idle_from: None,
         last_status: 0,
         last_writes: WriteStats::default(),
-        unsent_bounded: false,
+        unsent: None,
     };
     // Registers the stop future's wake-up with this task once; idle waits then check the
     // `stopping` flag when woken instead of polling the future (a lock) every time.

@@ -3,7 +3,7 @@
 
 use std::io;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use galleon_iolist::{IoList, WriteStats};
 use tokio::io::AsyncReadExt;
 use tokio::time::{Instant, timeout};
@@ -11,6 +11,7 @@ use tokio::time::{Instant, timeout};
 use super::{Conn, INIT_READ_BUF, reserve, timed};
 use crate::h1::chunks::offload_iter;
 use crate::h1::encode::{Framing, KeepAlive, push_chunk, push_last_chunk, write_head};
+use crate::h1::unsent::UnsentBound;
 use crate::response::{BodyKind, ChunkStream, Response};
 use crate::trace::{ResponseTrace, Syscall, WriteRecord, collect, log_record};
 
@@ -108,16 +109,39 @@ impl Conn {
         result.map(|()| keep)
     }
 
-    /// Bounds the bytes that may wait unsent in the kernel on this connection, once, before its
-    /// first streamed body or file ([`Limits::stream_unsent_bytes`](crate::Limits)): past it the
-    /// socket stops being writable, so a slow reader pins that much kernel memory rather than a
-    /// send buffer grown to megabytes. A refusal (not TCP, an old kernel) leaves the default.
+    /// Bounds the bytes that may wait unsent in the kernel on this connection before a streamed
+    /// body or file ([`Limits::stream_unsent_bytes`](crate::Limits)): past it the socket stops
+    /// being writable, so a slow reader pins that much kernel memory rather than a send buffer
+    /// grown to megabytes. Set once, at the connection's first such response; each one measures
+    /// the reader's pace afresh ([`UnsentBound`]).
     fn bound_unsent(&mut self) {
-        let bytes = self.shared.config.limits.stream_unsent_bytes;
-        if self.unsent_bounded || bytes == 0 {
-            return;
+        let limits = &self.shared.config.limits;
+        let now = std::time::Instant::now();
+        let bound = self.unsent.get_or_insert_with(|| {
+            UnsentBound::new(
+                limits.stream_unsent_bytes,
+                limits.stream_unsent_max_bytes,
+                now,
+            )
+        });
+        if let Some(bytes) = bound.begin(now) {
+            self.set_unsent(bytes);
         }
-        self.unsent_bounded = true;
+    }
+
+    /// `bytes` of a streamed body or file were written: the bound follows the reader's pace.
+    fn unsent_written(&mut self, bytes: u64) {
+        let Some(bound) = self.unsent.as_mut() else {
+            return;
+        };
+        if let Some(bytes) = bound.written(bytes, std::time::Instant::now()) {
+            self.set_unsent(bytes);
+        }
+    }
+
+    /// Gives the socket `TCP_NOTSENT_LOWAT` = `bytes`; a refusal (not TCP, an old kernel) leaves
+    /// the default.
+    fn set_unsent(&self, bytes: u32) {
         if let Err(e) = socket2::SockRef::from(&self.stream).set_tcp_notsent_lowat(bytes) {
             tracing::debug!(peer = %self.peer, error = %e, "TCP_NOTSENT_LOWAT refused");
         }
@@ -192,7 +216,10 @@ impl Conn {
             let slice = (end - at).min(FILE_PROGRESS_SLICE);
             let sent = crate::sendfile::send_file(&mut self.stream, file, at, slice, &mut on_call);
             match timeout(t, sent).await {
-                Ok(Ok(_)) => at += slice,
+                Ok(Ok(_)) => {
+                    at += slice;
+                    self.unsent_written(slice);
+                }
                 Ok(Err(e)) => return Err(e),
                 Err(_) => {
                     return Err(io::Error::new(
@@ -258,7 +285,31 @@ impl Conn {
             } else {
                 self.msg.push_list(chunk);
             }
+            // A reader that has shown it is fast gets the chunks that are ready at once in the
+            // same write, up to a batch: one call, and one wake-up of the reader, for several.
+            let batch = self.unsent.as_ref().map_or(0, UnsentBound::batch_bytes);
+            let mut ended = false;
+            while self.msg.len() < batch {
+                match chunks.next().now_or_never() {
+                    Some(Some(Ok(c))) if chunked => push_chunk(&mut self.msg, c),
+                    Some(Some(Ok(c))) => self.msg.push_list(c),
+                    Some(Some(Err(e))) => {
+                        tracing::warn!(peer = %self.peer, error = %e, "body stream failed; closing");
+                        return Err(io::Error::other(e));
+                    }
+                    Some(None) => {
+                        ended = true;
+                        break;
+                    }
+                    None => break,
+                }
+            }
+            let bytes = self.msg.len() as u64;
             self.write_msg().await?;
+            self.unsent_written(bytes);
+            if ended {
+                break;
+            }
         }
         if !head_pending {
             self.msg.clear();
