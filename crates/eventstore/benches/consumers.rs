@@ -242,7 +242,7 @@ fn sched_cpu_secs() -> Option<f64> {
 /// Appends `n` events in appends of [`FILL_BATCH`] from [`FILL_TASKS`] tasks; wall time.
 async fn fill(store: &Store, n: usize) -> Duration {
     assert!(
-        n % (FILL_BATCH * FILL_TASKS) == 0,
+        n.is_multiple_of(FILL_BATCH * FILL_TASKS),
         "GALLEON_BENCH_FILL must be a multiple of {}",
         FILL_BATCH * FILL_TASKS
     );

@@ -232,7 +232,7 @@ impl CostModel {
         let (route, forced) = self.preferred(size, max_overhead, budget, pool_hop_ns);
         let bucket = &mut self.buckets[bucket_of(size)];
         bucket.decisions += 1;
-        let decided = if forced || bucket.decisions % RESAMPLE_EVERY != 0 {
+        let decided = if forced || !bucket.decisions.is_multiple_of(RESAMPLE_EVERY) {
             route
         } else if route == Route::Inline {
             // `preferred` said inline, so the cost is known.

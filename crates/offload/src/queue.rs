@@ -167,7 +167,7 @@ impl Shared {
                 std::hint::spin_loop();
             }
             i = i.wrapping_add(1);
-            if i % 4 == 0 {
+            if i.is_multiple_of(4) {
                 let spent = start.elapsed();
                 if spent >= self.spin {
                     return;

@@ -71,14 +71,14 @@ impl ServeProcess {
             let text = std::fs::read_to_string(&stderr_path).unwrap_or_default();
             // stderr is unbuffered and the line may be written in several calls: parse it only
             // once it is whole (a partial "127.0" does not parse).
-            if let Some(line) = text.lines().find(|l| l.contains("at http://")) {
-                if text.contains(&format!("{line}\n")) {
-                    let rest = line.split("at http://").nth(1).unwrap();
-                    let a = rest.split('/').next().unwrap();
-                    break a
-                        .parse()
-                        .unwrap_or_else(|e| panic!("bad address in {line:?}: {e}"));
-                }
+            if let Some(line) = text.lines().find(|l| l.contains("at http://"))
+                && text.contains(&format!("{line}\n"))
+            {
+                let rest = line.split("at http://").nth(1).unwrap();
+                let a = rest.split('/').next().unwrap();
+                break a
+                    .parse()
+                    .unwrap_or_else(|e| panic!("bad address in {line:?}: {e}"));
             }
             assert!(
                 start.elapsed() < STARTUP_TIMEOUT,
