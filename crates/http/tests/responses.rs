@@ -8,9 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use bytes::Bytes;
 use common::{Probes, STREAM_CHUNK, TestServer, read_to_close, status_of, test_router, wait_for};
 use galleon_client::Client;
-use galleon_http::{ServerConfig, TRACE_HEADER, TRACE_PATH_PREFIX, WritePolicy};
+use galleon_http::{
+    Body, IoList, Request, Response, ServerConfig, TRACE_HEADER, TRACE_PATH_PREFIX, WritePolicy,
+};
 
 fn start(config: ServerConfig) -> (TestServer, Arc<Probes>) {
     let probes = Arc::new(Probes::default());
@@ -177,6 +180,35 @@ fn a_fast_readers_stream_comes_whole_when_its_chunks_are_batched() {
         assert_eq!(probes.chunks.load(Ordering::SeqCst), n);
     }
     assert_eq!(c.get("/hello", &[]).unwrap().body, b"hello");
+}
+
+#[test]
+fn an_empty_chunk_in_a_batch_does_not_end_the_body() {
+    // An empty chunk framed as one would be the body's last chunk: a batch must skip it, as a
+    // lone chunk is skipped.
+    let mut config = ServerConfig::default();
+    config.limits.stream_unsent_bytes = 4096;
+    let pool = galleon_offload::Pool::new(galleon_offload::Config {
+        threads: 1,
+        policy: galleon_offload::Policy::Inline,
+        ..galleon_offload::Config::default()
+    })
+    .unwrap();
+    let router = galleon_http::Router::new().get("/gaps", |_r: Request| async {
+        let it = (0..1200).map(|i| {
+            let mut l = IoList::new();
+            if i % 2 == 0 {
+                l.push_bytes(Bytes::from(vec![b'g'; STREAM_CHUNK]));
+            }
+            Ok::<_, std::io::Error>(l)
+        });
+        Response::html(Body::iter(it))
+    });
+    let s = TestServer::start_offloaded(router, config, pool);
+    let mut c = client(&s);
+    let r = c.get("/gaps", &[]).unwrap();
+    assert_eq!(r.body.len(), 600 * STREAM_CHUNK);
+    assert!(r.body.iter().all(|&b| b == b'g'));
 }
 
 #[test]

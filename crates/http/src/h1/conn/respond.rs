@@ -291,6 +291,8 @@ impl Conn {
             let mut ended = false;
             while self.msg.len() < batch {
                 match chunks.next().now_or_never() {
+                    // Framed, an empty chunk would be the last one.
+                    Some(Some(Ok(c))) if c.is_empty() => {}
                     Some(Some(Ok(c))) if chunked => push_chunk(&mut self.msg, c),
                     Some(Some(Ok(c))) => self.msg.push_list(c),
                     Some(Some(Err(e))) => {
