@@ -9,7 +9,7 @@
 #   CARGO_TARGET_DIR=/tmp/t bench/offload.sh   # the build (and the binary run) there
 #   GALLEON=path/to/galleon bench/offload.sh    # that binary, no build
 #
-# 1. The hop itself: `cargo bench -p galleon-offload --features peers --bench hops` (galleon's
+# 1. The hop itself: `cargo bench -p galleon-lab --features peers --bench hops` (galleon's
 #    pool vs spawn_blocking vs rayon + oneshot, and the two one-way hops), its table printed first;
 # 2. /seal?bytes=N (XChaCha20-Poly1305 of N bytes, the seed's libsodium secretbox case) at 64 B,
 #    1 KB, 8 KB, 64 KB and 1 MB, served by three galleons that differ only in `--offload`
@@ -53,8 +53,8 @@ trap cleanup EXIT
 load() { echo "load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"; }
 
 if [ "${HOPS:-1}" = 1 ]; then
-    echo "== 1. the hop itself (cargo bench -p galleon-offload --features peers --bench hops), $(load)"
-    cargo bench -q -p galleon-offload --features peers --bench hops 2>/dev/null |
+    echo "== 1. the hop itself (cargo bench -p galleon-lab --features peers --bench hops), $(load)"
+    cargo bench -q -p galleon-lab --features peers --bench hops 2>/dev/null |
         sed -n '1,/^target:/p'
     echo
 fi

@@ -35,7 +35,7 @@
 //!   back and the run time ([`Kind::histograms`], [`Pool::snapshot`]), printed as DTrace
 //!   `lquantize` text by [`LinearBuckets::render`].
 //!
-//! `cargo bench -p galleon-offload --features peers --bench hops` compares the round trip with
+//! `cargo bench -p galleon-lab --features peers --bench hops` compares the round trip with
 //! `tokio::task::spawn_blocking` and rayon + a tokio oneshot.
 
 mod adaptive;

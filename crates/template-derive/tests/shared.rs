@@ -194,19 +194,19 @@ fn site_pages_render_the_same_bytes() {
     );
 }
 
-/// The benchmarks' templates (crates/template/benches/common/mod.rs).
-const BENCH_BIG_TABLE: &str = include_str!("../../template/benches/templates/big-table.html.eex");
+/// The benchmarks' templates (crates/lab/benches/common/mod.rs).
+const BENCH_BIG_TABLE: &str = include_str!("../../lab/benches/templates/big-table.html.eex");
 
-const BENCH_TEAMS: &str = include_str!("../../template/benches/templates/teams.html.eex");
+const BENCH_TEAMS: &str = include_str!("../../lab/benches/templates/teams.html.eex");
 
 #[derive(Template, Serialize, Clone)]
-#[template(path = "../template/benches/templates/big-table.html.eex")]
+#[template(path = "../lab/benches/templates/big-table.html.eex")]
 struct BenchBigTable {
     table: Vec<Vec<usize>>,
 }
 
 #[derive(Template, Serialize, Clone)]
-#[template(path = "../template/benches/templates/teams.html.eex")]
+#[template(path = "../lab/benches/templates/teams.html.eex")]
 struct BenchTeams {
     year: u16,
     teams: Vec<Team>,

@@ -343,7 +343,7 @@ pub const DEFAULT_MAX_DEPTH: usize = 64;
 
 /// Default `Engine::copy_below`, in bytes: static text and values shorter than this are
 /// copied into the render's buffers; longer ones are referenced. The BEAM's
-/// `ERL_SMALL_IO_BIN_LIMIT` is 256; the `copy_below` group of `cargo bench -p galleon-template
+/// `ERL_SMALL_IO_BIN_LIMIT` is 256; the `copy_below` group of `cargo bench -p galleon-lab
 /// --bench render` found every threshold from 16 up equal within noise, so galleon keeps the
 /// BEAM's value, which stays below the 301-byte Doom and 410-byte Blah blocks (these must be
 /// referenced). Figures: `bench/results/`.

@@ -5,7 +5,7 @@
 //! per-round percentiles. Then galleon's two one-way hops, as numbers and as seed 001's
 //! linear-bucket histograms, and the CPU its idle pool threads use.
 //!
-//! `cargo bench -p galleon-offload --features peers --bench hops` (`ROUNDS`, `N` to change the
+//! `cargo bench -p galleon-lab --features peers --bench hops` (`ROUNDS`, `N` to change the
 //! run's size; the defaults take well under a minute).
 
 use galleon_offload::{Config, Kind, LinearBuckets, Policy, Pool, new_histogram};

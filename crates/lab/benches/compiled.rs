@@ -1,7 +1,7 @@
 //! A quick timing check without criterion: the big-table and teams renders, compiled (derive)
 //! against sailfish (render to a `String`) and the runtime engine, outputs compared first. The
 //! engines' rounds are interleaved (the machine is shared and noisy); each figure is the median
-//! round's time per render. `cargo bench -p galleon-template-derive --features peers`.
+//! round's time per render. `cargo bench -p galleon-lab --features peers --bench compiled`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -10,12 +10,12 @@ use galleon_template::compiled::Template as _;
 use galleon_template::{Assigns, Engine, Value};
 use galleon_template_derive::Template;
 
-const BIG_TABLE: &str = include_str!("../../template/benches/templates/big-table.html.eex");
+const BIG_TABLE: &str = include_str!("templates/big-table.html.eex");
 
-const TEAMS: &str = include_str!("../../template/benches/templates/teams.html.eex");
+const TEAMS: &str = include_str!("templates/teams.html.eex");
 
 #[derive(Template)]
-#[template(path = "../template/benches/templates/big-table.html.eex")]
+#[template(path = "benches/templates/big-table.html.eex")]
 struct BigTable {
     table: Vec<Vec<usize>>,
 }
@@ -26,7 +26,7 @@ struct Team {
 }
 
 #[derive(Template)]
-#[template(path = "../template/benches/templates/teams.html.eex")]
+#[template(path = "benches/templates/teams.html.eex")]
 struct Teams {
     year: u16,
     teams: Vec<Team>,

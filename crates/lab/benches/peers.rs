@@ -3,7 +3,7 @@
 //! and render-and-send of the big table, of a 407 KB big table (370 rows) and of the site's
 //! 410 KB Blah page over loopback TCP to a reader that discards.
 //!
-//! `cargo bench -p galleon-template --features peers --bench peers`. Before timing, every row's
+//! `cargo bench -p galleon-lab --features peers --bench peers`. Before timing, every row's
 //! output is checked byte for byte against galleon's. At the end it prints each row's time as a
 //! multiple of galleon's, from criterion's own estimates.
 //!

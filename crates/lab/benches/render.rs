@@ -1,6 +1,6 @@
 //! galleon on its own: compile and render stages, the copy threshold, render-and-send.
 //!
-//! `cargo bench -p galleon-template --bench render`. The peers are in `benches/peers.rs`
+//! `cargo bench -p galleon-lab --bench render`. The peers are in `benches/peers.rs`
 //! (`--features peers`).
 
 use std::hint::black_box;
