@@ -22,6 +22,9 @@ pub(crate) struct Config {
     pub(crate) partials: Vec<(String, PathBuf)>,
     pub(crate) trim: bool,
     pub(crate) copy_below: usize,
+    /// `native`: a template that is not compiled natively is a build error, not a render
+    /// through the runtime engine. Its span, where that error points.
+    pub(crate) native: Option<proc_macro2::Span>,
     /// Where compile errors point: the `path`/`source` literal.
     pub(crate) span: proc_macro2::Span,
 }
@@ -34,8 +37,17 @@ pub(crate) enum Kind {
     Dynamic,
 }
 
-/// The struct's named fields and their kinds.
-pub(crate) fn fields(input: &DeriveInput) -> syn::Result<BTreeMap<String, Kind>> {
+/// A field of the struct: an assign.
+pub(crate) struct Field {
+    pub(crate) kind: Kind,
+    /// The field's type, as written: a fallback converts the field as this type.
+    pub(crate) ty: Type,
+    /// Where the type is, where an error about it points (a fallback's `Serialize`).
+    pub(crate) span: proc_macro2::Span,
+}
+
+/// The struct's named fields, by assign name.
+pub(crate) fn fields(input: &DeriveInput) -> syn::Result<BTreeMap<String, Field>> {
     let Data::Struct(data) = &input.data else {
         return Err(syn::Error::new(
             input.ident.span(),
@@ -49,7 +61,12 @@ pub(crate) fn fields(input: &DeriveInput) -> syn::Result<BTreeMap<String, Kind>>
                 let Some(ident) = &f.ident else { continue };
                 let name = ident.to_string();
                 let name = name.strip_prefix("r#").unwrap_or(&name).to_owned();
-                out.insert(name, kind_of(&f.ty));
+                let field = Field {
+                    kind: kind_of(&f.ty),
+                    ty: f.ty.clone(),
+                    span: f.ty.span(),
+                };
+                out.insert(name, field);
             }
         }
         Fields::Unit => {}
@@ -96,13 +113,14 @@ fn kind_of(ty: &Type) -> Kind {
 }
 
 /// Reads `#[template(path = "...")]` or `#[template(source = "...")]` and the options
-/// `name = "..."`, `trim = true`, `copy_below = N`.
+/// `name = "..."`, `trim = true`, `copy_below = N`, `native`.
 pub(crate) fn config(input: &DeriveInput) -> syn::Result<Config> {
     let mut path: Option<LitStr> = None;
     let mut source: Option<LitStr> = None;
     let mut name: Option<String> = None;
     let mut trim = false;
     let mut copy_below = DEFAULT_COPY_BELOW;
+    let mut native = None;
     let mut found = false;
     for attr in input.attrs.iter().filter(|a| a.path().is_ident("template")) {
         found = true;
@@ -110,8 +128,17 @@ pub(crate) fn config(input: &DeriveInput) -> syn::Result<Config> {
             syn::punctuated::Punctuated::<Meta, syn::Token![,]>::parse_terminated,
         )?;
         for meta in list {
+            if let Meta::Path(p) = &meta
+                && p.is_ident("native")
+            {
+                native = Some(p.span());
+                continue;
+            }
             let Meta::NameValue(nv) = &meta else {
-                return Err(syn::Error::new(meta.span(), "expected `key = value`"));
+                return Err(syn::Error::new(
+                    meta.span(),
+                    "expected `key = value` or `native`",
+                ));
             };
             let key = nv
                 .path
@@ -132,7 +159,7 @@ pub(crate) fn config(input: &DeriveInput) -> syn::Result<Config> {
                     return Err(syn::Error::new(
                         nv.span(),
                         "expected `path = \"...\"`, `source = \"...\"`, `name = \"...\"`, \
-                         `trim = bool` or `copy_below = N`",
+                         `trim = bool`, `copy_below = N` or `native`",
                     ));
                 }
             }
@@ -145,7 +172,10 @@ pub(crate) fn config(input: &DeriveInput) -> syn::Result<Config> {
         ));
     }
     match (path, source) {
-        (Some(p), None) => load_file(&p, trim, copy_below),
+        (Some(p), None) => Ok(Config {
+            native,
+            ..load_file(&p, trim, copy_below)?
+        }),
         (None, Some(s)) => Ok(Config {
             name: name.unwrap_or_else(|| format!("{}.html.eex", input.ident)),
             source: s.value(),
@@ -153,6 +183,7 @@ pub(crate) fn config(input: &DeriveInput) -> syn::Result<Config> {
             partials: Vec::new(),
             trim,
             copy_below,
+            native,
             span: s.span(),
         }),
         _ => Err(syn::Error::new(
@@ -199,6 +230,7 @@ fn load_file(lit: &LitStr, trim: bool, copy_below: usize) -> syn::Result<Config>
         partials,
         trim,
         copy_below,
+        native: None,
         span: lit.span(),
     })
 }

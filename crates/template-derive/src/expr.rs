@@ -1,6 +1,7 @@
 //! Expressions compiled natively: assigns (fields), variables, `a.key` on typed values,
 //! literals, comparisons, `!`/`not`, and `and`/`or`/`&&`/`||` as conditions. Anything else is
-//! [`NotNative`]: the whole template then renders through the runtime engine.
+//! [`NotNative`], naming the expression: the whole template then renders through the runtime
+//! engine.
 
 use galleon_template::Value;
 use galleon_template::syntax::{BinOp, Expr, ExprKind, UnOp};
@@ -9,7 +10,8 @@ use quote::quote;
 
 use crate::attrs::Kind;
 use crate::names::var_ident;
-use crate::stmt::{Gen, NotNative, R};
+use crate::not_native::{NotNative, R};
+use crate::stmt::Gen;
 
 /// The assign `e` reads: `@name` and Phoenix's `assigns.name` (`false`), or `assigns[:name]`
 /// (`true`: nil when not given).
@@ -26,18 +28,19 @@ pub(crate) fn assign_read(e: &Expr) -> Option<(&str, bool)> {
     }
 }
 
-/// A field or key name as a Rust identifier (raw when it is a keyword).
-pub(crate) fn member(name: &str) -> R<Ident> {
+/// A field or key name as a Rust identifier (raw when it is a keyword); `None` when it cannot
+/// be one (`admin?`, `self`).
+pub(crate) fn member(name: &str) -> Option<Ident> {
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        return Err(NotNative);
+        return None;
     }
-    if name.ends_with('?') || matches!(name, "self" | "Self" | "super" | "crate" | "_") {
-        return Err(NotNative);
+    if matches!(name, "self" | "Self" | "super" | "crate" | "_") {
+        return None;
     }
     if syn::parse_str::<Ident>(name).is_ok() {
-        Ok(Ident::new(name, Span::call_site()))
+        Some(Ident::new(name, Span::call_site()))
     } else {
-        Ok(Ident::new_raw(name, Span::call_site()))
+        Some(Ident::new_raw(name, Span::call_site()))
     }
 }
 
@@ -57,31 +60,36 @@ impl Gen<'_> {
             && (matches!(e.kind, ExprKind::Assign(_)) || self.lookup("assigns").is_none())
         {
             return match self.fields.get(name) {
-                Some(kind) => {
-                    let m = member(name)?;
-                    Ok((quote! { self.#m }, *kind))
+                Some(field) => {
+                    let m = member(name).ok_or_else(|| NotNative::expr(e))?;
+                    Ok((quote! { self.#m }, field.kind))
                 }
                 // A typed nil: renders nothing, compares and tests as nil.
                 None if optional => Ok((
                     quote! { ::core::option::Option::<&'static str>::None },
                     Kind::Typed,
                 )),
-                None => Err(NotNative),
+                None => Err(NotNative::expr(e)),
             };
         }
         Ok(match &e.kind {
-            ExprKind::Lit(v) => (literal(v)?, Kind::Typed),
+            ExprKind::Lit(v) => (literal(v).ok_or_else(|| NotNative::expr(e))?, Kind::Typed),
             ExprKind::Var(name) => {
-                let kind = self.lookup(name).ok_or(NotNative)?;
+                let kind = self.lookup(name).ok_or_else(|| NotNative::expr(e))?;
                 let v = var_ident(name);
                 (quote! { #v }, kind)
             }
             ExprKind::Field(x, key) => {
                 let (x, kind) = self.value(x)?;
                 if kind != Kind::Typed {
-                    return Err(NotNative);
+                    return Err(NotNative::new(
+                        e.span,
+                        format!("`.{key}` on a `Value` or a map"),
+                    ));
                 }
-                let m = member(key)?;
+                let m = member(key).ok_or_else(|| {
+                    NotNative::new(e.span, format!("the key `{key}`, not a Rust field name"))
+                })?;
                 // Through `Option`s: `None` is `nil`, whose keys are the engine's error.
                 let base = self.located(
                     e,
@@ -105,7 +113,7 @@ impl Gen<'_> {
                 b,
             ) => (self.comparison(e, *op, a, b)?, Kind::Typed),
             ExprKind::Unary(UnOp::Bang | UnOp::Not, _) => (self.cond(e)?, Kind::Typed),
-            _ => return Err(NotNative),
+            _ => return Err(NotNative::expr(e)),
         })
     }
 
@@ -187,9 +195,10 @@ impl Gen<'_> {
     }
 }
 
-/// A scalar literal as a Rust expression of a type with the same output and comparisons.
-fn literal(v: &Value) -> R<TokenStream> {
-    Ok(match v {
+/// A scalar literal as a Rust expression of a type with the same output and comparisons; `None`
+/// for the others (atoms, lists...).
+fn literal(v: &Value) -> Option<TokenStream> {
+    Some(match v {
         Value::Nil => quote! { ::galleon_template::compiled::Scalar::Nil },
         Value::Bool(b) => quote! { #b },
         Value::Int(i64::MIN) => quote! { i64::MIN },
@@ -213,6 +222,6 @@ fn literal(v: &Value) -> R<TokenStream> {
             let s = s.as_str();
             quote! { #s }
         }
-        _ => return Err(NotNative),
+        _ => return None,
     })
 }

@@ -10,26 +10,81 @@
 //! `galleon_template::compiled`). Its output is byte for byte the runtime engine's for the same
 //! template and data.
 //!
-//! ## Native shapes
-//! Compiled into Rust: text; `<%= e %>` and `<%= raw(e) %>` (`Phoenix.HTML.raw`); `<% e %>`;
-//! `<% x = e %>` (and `<%= x = e %>`); `for x <- e` over a field or variable that implements
-//! `compiled::Iterate` (slices, `Vec`, arrays, `VecDeque`, by reference), over `a..b`
-//! (counted), and `for {x, i} <- Enum.with_index(e)` (or `(e, 1)`: a literal offset), with
-//! filters; `if`/`unless`/`else`, and `<%= if c, do: a, else: b %>` (with `raw`, parentheses or
-//! not, in either branch). In
-//! expressions: `@field`, variables, `a.key` (Rust field access), literals, `== != === !== <
-//! <= > >=` (Elixir's rules, via `compiled::ToScalar`), `not`, `!`, and `and or && ||` as
-//! conditions. Expressions without assigns or variables are rendered at build time by the
-//! engine and become static text. An `Option` is `nil` when `None`: `if @user` tests it (any
-//! other non-scalar value, a struct or a list, is true, as in Elixir), and `@user.name` reads
-//! through it (on `None`, the engine's error: ``cannot read key `name` of nil``). Phoenix's
-//! `assigns[:name]` reads field `name` (nil without one) and `assigns.name` as `@name`; `a || b`
-//! and `a && b` output the value Elixir gives them.
+//! ## What compiles natively
+//! Everything listed here becomes Rust:
 //!
-//! Anything else (`case`, `cond`, arithmetic, string functions, partials, other patterns,
-//! several generators, `.key` or `for` on a field whose type mentions `Value` or `Map`) makes
-//! the whole template render through the runtime engine, compiled once from the embedded
-//! sources; its fields then need `serde::Serialize`. The output is the same either way.
+//! - **Tags**: text; `<%= e %>` (HTML-escaped) and `<%= raw(e) %>` (`Phoenix.HTML.raw`); `<% e %>`;
+//!   `<% x = e %>` and `<%= x = e %>` (a variable or `_` on the left).
+//! - **Blocks**: `if`/`unless` with `else`; `for x <- e` over a field or variable that implements
+//!   `compiled::Iterate` (slices, `Vec`, arrays, `VecDeque`, by reference), over `a..b`
+//!   (counted), and `for {x, i} <- Enum.with_index(e)` (or `(e, k)` with a literal integer `k`);
+//!   the pattern a variable or `_` (a pair of them for `with_index`); one generator, then any
+//!   filters.
+//! - **Values**: `@field`, Phoenix's `assigns.name` (as `@name`) and `assigns[:name]` (`nil`
+//!   without such a field); variables bound natively; `a.key` on a typed value (Rust field
+//!   access: through an `Option`, `None` is `nil` and reading its key is the engine's error
+//!   ``cannot read key `name` of nil``); the literals `nil`, `true`, `false`, integers, floats
+//!   and strings.
+//! - **Operators**: `== != === !== < <= > >=` (Elixir's rules, via `compiled::ToScalar`), `not`
+//!   (strict) and `!`; `and or && ||` as conditions (`if`, `unless`, filters) and directly in an
+//!   output tag, where `a || b` and `a && b` output the value Elixir gives them; the one-line
+//!   `<%= if c, do: a, else: b %>` (and `unless`; `raw`, parentheses or not, in either branch).
+//!   A condition tests a scalar by its value and an `Option` by `None`; any other value (a
+//!   struct, a list) is true, as in Elixir.
+//! - **Constants**: a `<%= %>` or `<% %>` tag whose expression reads no assign and no variable
+//!   (and calls no partial) is rendered at build time by the engine and becomes static text, so
+//!   `<%= String.upcase("ok") %>` is native (unless it fails at build time: it is then left to
+//!   run time, where it fails the same way, compiled by the rules here).
+//!
+//! Output needs `compiled::Render` and comparisons `compiled::ToScalar` of the field types
+//! (integers, floats, `bool`, strings, `Option`s and references of them, `Value`): a field type
+//! without them is a type error at that use, not a fallback.
+//!
+//! ## What renders through the runtime engine
+//! Anything else: `case` and `cond` blocks; function calls on assigns or variables
+//! (`length(@items)`, `String.upcase(@name)`, `Enum.*`, `to_string`, pipes `|>`), except `raw`
+//! in an output and `Enum.with_index` as a `for` generator; partials (`render`); arithmetic
+//! (`+ - * /`, `-x`), `<>`, `++`, `in`; `[]` other than `assigns[:name]`; lists, tuples, maps,
+//! atoms (`:ok`), string interpolation, ranges outside a `for` generator; anonymous functions,
+//! `for ..., do:` expressions; `and or && ||` and the one-line `if` as values anywhere else (an
+//! operand of `==`, `<% x = a || b %>`); patterns other than a variable (`<% {a, b} = e %>`,
+//! `for {k, v} <- map`); several generators; `.key` and `for` on a field whose type mentions
+//! `Value` or `Map`/`HashMap`/`BTreeMap` (also behind `&`, `Option`, `Box`, `Arc`, `Rc`); keys
+//! that are not Rust identifiers.
+//!
+//! One such construct makes the whole template render through the runtime engine, compiled once
+//! from the embedded sources. The output is the same either way, at the engine's speed, and the
+//! fields the template reads are converted with `serde::Serialize` (or taken as they are when
+//! they are a `galleon_template::Value`). A proc macro cannot emit a warning on stable Rust, so
+//! the fallback is silent while the fields are `Serialize`; when one is not, the build error names
+//! the construct that forced the fallback and where it is in the template, and points at the
+//! field:
+//!
+//! ```text
+//! error[E0277]: `length(@items)` (the function `length`) at page.html.eex:3:7 is not compiled
+//!               natively, so this template renders through the runtime engine, which needs
+//!               `Vec<Item>: serde::Serialize`
+//!    |
+//! 15 |     items: Vec<Item>,
+//!    |            ^^^^^^^^^ read by the template: the runtime engine converts it with `serde::Serialize`
+//! ```
+//!
+//! ## Refusing the runtime engine: `native`
+//! `#[template(source = "...", native)]` (or with `path`) makes a template that does not compile
+//! natively a build error, pointing at `native` and naming the construct with the template line
+//! and a caret, so a page can insist on compiled speed and on fields that need no `Serialize`:
+//!
+//! ```compile_fail
+//! use galleon_template_derive::Template;
+//!
+//! // error: `String.upcase(@name)` (the function `String.upcase`) at hello.html.eex:1:8 is not
+//! // compiled natively, and `#[template(native)]` refuses the runtime engine
+//! #[derive(Template)]
+//! #[template(source = "<p><%= String.upcase(@name) %></p>", name = "hello.html.eex", native)]
+//! struct Hello {
+//!     name: String,
+//! }
+//! ```
 //!
 //! # Examples
 //! ```
@@ -54,12 +109,14 @@
 //! Options: `#[template(path = "templates/page.html.eex")]` (relative to the crate's
 //! `Cargo.toml`; partials are looked up next to it) or `source = "..."` with an optional
 //! `name = "..."` for errors; `trim = true` (EEx's trim); `copy_below = N` (the copy threshold,
-//! default `galleon_template::DEFAULT_COPY_BELOW`).
+//! default `galleon_template::DEFAULT_COPY_BELOW`); `native` (no runtime-engine fallback, see
+//! above).
 
 mod attrs;
 mod expr;
 mod fallback;
 mod names;
+mod not_native;
 mod statics;
 mod stmt;
 
@@ -146,6 +203,7 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
     }
 
     let mut g = stmt::Gen::new(&config.source, &fields, config.copy_below);
+    let mut items = proc_macro2::TokenStream::new();
     let methods = match g.seq(&nodes) {
         Ok(body) => {
             let slots = g.slots;
@@ -167,9 +225,16 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
                 }
             }
         }
-        Err(stmt::NotNative) => {
+        Err(why) => {
+            if let Some(span) = config.native {
+                return Err(syn::Error::new(
+                    span,
+                    why.refusal(&config.name, &config.source),
+                ));
+            }
             let assigns: Vec<String> = assigns.into_iter().collect();
-            let m = fallback::methods(&config, &assigns)?;
+            let (fallback_items, m) = fallback::methods(&config, &fields, &assigns, &why)?;
+            items = fallback_items;
             quote! {
                 const SLOTS: usize = 0;
                 #m
@@ -196,6 +261,8 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
         const _: () = {
             const __NAME: &str = #name;
             const __SOURCE: &str = #source;
+
+            #items
 
             #[automatically_derived]
             impl #impl_generics ::galleon_template::compiled::Template for #ident #ty_generics #where_clause {

@@ -5,19 +5,14 @@
 use std::collections::BTreeMap;
 
 use galleon_template::Value;
-use galleon_template::syntax::{BinOp, Expr, ExprKind, Node, Pattern, Qualifier};
+use galleon_template::syntax::{BinOp, Expr, ExprKind, Node, Pattern, Qualifier, Span};
 use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote};
 
-use crate::attrs::Kind;
+use crate::attrs::{Field, Kind};
 use crate::names::var_ident;
+use crate::not_native::{NotNative, R};
 use crate::statics;
-
-/// The template uses a shape compiled only by the runtime engine.
-#[derive(Debug)]
-pub(crate) struct NotNative;
-
-pub(crate) type R<T> = Result<T, NotNative>;
 
 /// An enclosing block or loop, for saving the position when a stream pauses.
 enum Frame {
@@ -36,7 +31,7 @@ enum Item<'n> {
 /// Code generation state.
 pub(crate) struct Gen<'a> {
     pub(crate) source: &'a str,
-    pub(crate) fields: &'a BTreeMap<String, Kind>,
+    pub(crate) fields: &'a BTreeMap<String, Field>,
     pub(crate) copy_below: usize,
     /// Resume slots allocated so far.
     pub(crate) slots: usize,
@@ -48,7 +43,7 @@ pub(crate) struct Gen<'a> {
 impl<'a> Gen<'a> {
     pub(crate) fn new(
         source: &'a str,
-        fields: &'a BTreeMap<String, Kind>,
+        fields: &'a BTreeMap<String, Field>,
         copy_below: usize,
     ) -> Gen<'a> {
         Gen {
@@ -150,7 +145,7 @@ impl<'a> Gen<'a> {
                         var_ident(name)
                     }
                     Pattern::Var(None, _) => format_ident!("__unused"),
-                    _ => return Err(NotNative),
+                    _ => return Err(not_a_variable(pattern)),
                 };
                 let out = if *output {
                     self.render_located(value, &quote! { #id }, false)
@@ -171,7 +166,18 @@ impl<'a> Gen<'a> {
                 let o = self.seq(otherwise)?;
                 (none(), quote! { if #c { #t } else { #o } })
             }
-            Node::Case { .. } | Node::Cond { .. } => return Err(NotNative),
+            Node::Case { subject, .. } => {
+                return Err(NotNative::block(
+                    self.source,
+                    "case",
+                    subject.span,
+                    "a `case` block",
+                ));
+            }
+            Node::Cond { clauses } => {
+                let at = clauses.first().map_or(Span::default(), |(c, _)| c.span);
+                return Err(NotNative::block(self.source, "cond", at, "a `cond` block"));
+            }
         })
     }
 
@@ -269,15 +275,24 @@ impl<'a> Gen<'a> {
                 Ok(quote! { #id })
             }
             Pattern::Var(None, _) => Ok(quote! { _ }),
-            _ => Err(NotNative),
+            _ => Err(not_a_variable(p)),
         }
     }
 
     /// `for pattern <- iterable, filters... do`: a Rust `for` over the iterable by reference
     /// (a range counted, `Enum.with_index` enumerated), one generator.
     fn for_loop(&mut self, qualifiers: &[Qualifier], body: &[Node]) -> R<TokenStream> {
-        let [Qualifier::Gen(pattern, iterable), rest @ ..] = qualifiers else {
-            return Err(NotNative);
+        let (pattern, iterable, rest) = match qualifiers {
+            [Qualifier::Gen(pattern, iterable), rest @ ..] => (pattern, iterable, rest),
+            [Qualifier::Filter(f), ..] => {
+                return Err(NotNative::new(f.span, "a `for` filter before a generator"));
+            }
+            [] => {
+                return Err(NotNative::new(
+                    Span::default(),
+                    "a `for` without a generator",
+                ));
+            }
         };
         let slot = self.alloc();
         let s = format_ident!("__s{}", slot);
@@ -315,11 +330,16 @@ impl<'a> Gen<'a> {
                 let offset = match args.get(1).map(|a| &a.kind) {
                     None => 0,
                     Some(ExprKind::Lit(Value::Int(k))) if k.unsigned_abs() <= 1 << 62 => *k,
-                    Some(_) => return Err(NotNative),
+                    Some(_) => {
+                        return Err(NotNative::new(
+                            args[1].span,
+                            "an `Enum.with_index` offset that is not a literal integer",
+                        ));
+                    }
                 };
                 let (x, kind) = self.value(&args[0])?;
                 if kind != Kind::Typed {
-                    return Err(NotNative);
+                    return Err(NotNative::new(args[0].span, DYNAMIC_FOR));
                 }
                 let item = self.bind_var(&parts[0], Kind::Typed)?;
                 let n = format_ident!("__n{}", slot);
@@ -328,7 +348,7 @@ impl<'a> Gen<'a> {
                     self.scope.push((name.clone(), Kind::Typed));
                     pre = quote! { let #idx = #n as i64 + #offset; };
                 } else if !matches!(parts[1], Pattern::Var(None, _)) {
-                    return Err(NotNative);
+                    return Err(not_a_variable(&parts[1]));
                 }
                 let iter = quote! {{
                     let mut it = #c::Iterate::iterate(&(#x)).enumerate();
@@ -340,7 +360,7 @@ impl<'a> Gen<'a> {
             _ => {
                 let (x, kind) = self.value(iterable)?;
                 if kind != Kind::Typed {
-                    return Err(NotNative);
+                    return Err(NotNative::new(iterable.span, DYNAMIC_FOR));
                 }
                 (
                     self.bind_var(pattern, Kind::Typed)?,
@@ -350,10 +370,12 @@ impl<'a> Gen<'a> {
         };
         let mut filters = Vec::new();
         for q in rest {
-            let Qualifier::Filter(f) = q else {
-                return Err(NotNative);
-            };
-            filters.push(self.cond(f)?);
+            match q {
+                Qualifier::Filter(f) => filters.push(self.cond(f)?),
+                Qualifier::Gen(p, e) => {
+                    return Err(NotNative::new(p.span().to(e.span), "a second generator"));
+                }
+            }
         }
         let skip = if filters.is_empty() {
             TokenStream::new()
@@ -382,4 +404,12 @@ impl<'a> Gen<'a> {
             }
         })
     }
+}
+
+/// Why a `for` over a dynamic value is not native.
+const DYNAMIC_FOR: &str = "`for` over a `Value` or a map";
+
+/// `p`, where only a variable (or `_`) is compiled natively.
+fn not_a_variable(p: &Pattern) -> NotNative {
+    NotNative::new(p.span(), "a pattern other than a variable")
 }
