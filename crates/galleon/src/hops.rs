@@ -29,12 +29,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let mut client = Client::connect(args.addr.as_str(), IO_TIMEOUT)
         .with_context(|| format!("connecting to {}", args.addr))?;
     let resp = client
-        .get(crate::offload::STATS_PATH, &[])
+        .get(galleon_site::offload::STATS_PATH, &[])
         .context("fetching the pool's statistics")?;
     if resp.status != 200 {
         bail!(
             "{} answered {}: {} (is it a `galleon serve`, asked from its own machine?)",
-            crate::offload::STATS_PATH,
+            galleon_site::offload::STATS_PATH,
             resp.status,
             resp.text().trim()
         );

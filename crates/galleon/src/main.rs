@@ -4,22 +4,13 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-mod assign;
 mod bench;
-mod compiled_pages;
 mod events;
 mod hops;
 mod html;
-mod offload;
 mod render;
-mod rules;
 mod serve;
-mod site;
-mod static_files;
-mod stats;
-mod templates;
 mod trace;
-mod work;
 
 /// galleon: templates compiled to I/O lists, served with one gathered write.
 #[derive(Debug, Parser)]
@@ -40,9 +31,9 @@ enum Command {
     /// Print the CPU pool's hop and run-time histograms of a running server, per job kind.
     Hops(hops::Args),
     /// Write a reproducible rule set (the rules example of `serve`: GET /rules/match).
-    GenRules(rules::generate::Args),
+    GenRules(galleon_site::rules::generate::Args),
     /// Time one rules match (indexed and by scan) and one deep copy of the set, in-process.
-    RulesBench(rules::bench::Args),
+    RulesBench(galleon_site::rules::bench::Args),
     /// Run the macro benchmark suites and save the run; compare, graph or list saved runs.
     Bench(bench::Args),
 }
@@ -54,8 +45,8 @@ fn main() -> ExitCode {
         Command::Render(args) => render::run(args),
         Command::Trace(args) => trace::run(args),
         Command::Hops(args) => hops::run(args),
-        Command::GenRules(args) => rules::generate::run(args),
-        Command::RulesBench(args) => rules::bench::run(args),
+        Command::GenRules(args) => galleon_site::rules::generate::run(args),
+        Command::RulesBench(args) => galleon_site::rules::bench::run(args),
         Command::Bench(args) => bench::run(args),
     };
     match result {

@@ -24,7 +24,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "FILE.json")]
     data: Option<PathBuf>,
     /// Set one assign (after --data). VALUE is JSON when it parses as JSON, else a string.
-    #[arg(long = "assign", short = 'a', value_name = "KEY=VALUE", value_parser = crate::assign::parse_pair)]
+    #[arg(long = "assign", short = 'a', value_name = "KEY=VALUE", value_parser = galleon_site::assign::parse_pair)]
     assigns: Vec<(String, Value)>,
     /// Write to FILE instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]

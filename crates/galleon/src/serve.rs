@@ -41,11 +41,11 @@ pub(crate) struct Args {
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     trace_endpoint: Option<bool>,
     /// Bytes rendered per chunk of a streamed page (`/doom`).
-    #[arg(long, default_value_t = crate::site::DEFAULT_STREAM_CHUNK, value_name = "BYTES")]
+    #[arg(long, default_value_t = galleon_site::pages::DEFAULT_STREAM_CHUNK, value_name = "BYTES")]
     chunk_bytes: usize,
     /// Pages that end within this many bytes are sent whole with `content-length`; longer
     /// ones are streamed in `--chunk-bytes` chunks (the most of a page a connection holds).
-    #[arg(long, default_value_t = crate::site::DEFAULT_FULL_BODY_MAX, value_name = "BYTES")]
+    #[arg(long, default_value_t = galleon_site::pages::DEFAULT_FULL_BODY_MAX, value_name = "BYTES")]
     full_body_max: usize,
     /// Strings and safe HTML from assigns shorter than this are copied into the render's buffer,
     /// longer ones referenced (one reference count each); 0 references every one.
@@ -202,10 +202,10 @@ pub(crate) struct Args {
     diagnostics_open: bool,
     /// The CPU pool (renders, stream chunks, /seal, /hash).
     #[command(flatten)]
-    offload: crate::offload::OffloadArgs,
+    offload: galleon_site::offload::OffloadArgs,
     /// The rules example (`GET /rules/match`, reloaded while serving).
     #[command(flatten)]
-    rules: crate::rules::RulesArgs,
+    rules: galleon_site::rules::RulesArgs,
 }
 
 fn parse_on_off(s: &str) -> Result<bool, String> {
@@ -431,7 +431,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     if args.access_log {
         filter = filter.add_directive(
-            format!("{}=info", crate::stats::ACCESS_TARGET)
+            format!("{}=info", galleon_stats::ACCESS_TARGET)
                 .parse()
                 .expect("a valid directive"),
         );
@@ -442,13 +442,16 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(filter)
         .try_init();
-    let stats = std::sync::Arc::new(crate::stats::Stats::new(args.stats, args.access_log));
+    let stats = std::sync::Arc::new(galleon_stats::Stats::new(galleon_stats::StatsConfig {
+        record: args.stats,
+        access_log: args.access_log,
+    }));
 
     let workers = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
-    let (cpu, work_limits) = crate::offload::pool(&args.offload, bulk_writers)?;
-    let site_options = crate::site::SiteOptions {
+    let (cpu, work_limits) = galleon_site::offload::pool(&args.offload, bulk_writers)?;
+    let site_options = galleon_site::pages::SiteOptions {
         stream_chunk: args.chunk_bytes,
         full_body_max: args.full_body_max,
         value_copy_below: args.value_copy_below,
@@ -460,10 +463,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         watch: args.watch,
         cpu: cpu.clone(),
     };
-    let (router, templates) = crate::site::router(&args.site, site_options.clone())
+    let (router, templates) = galleon_site::pages::router(&args.site, site_options.clone())
         .with_context(|| format!("loading the site in {}", args.site.display()))?;
     // The same templates compiled into Rust (`/compiled/...`), beside the runtime pages.
-    let router = crate::compiled_pages::routes(router, &args.site, &site_options)?;
+    let router = galleon_site::compiled_pages::routes(router, &args.site, &site_options)?;
 
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();
@@ -471,13 +474,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let rt = rt.build()?;
     rt.block_on(async move {
         // In the runtime: the rules' SIGHUP handler needs it. Kept until the server stops.
-        let (router, _rules) = crate::rules::mount(router, &args.site, &args.rules)?;
-        let router = crate::offload::mount(router, &cpu, work_limits, args.diagnostics_open);
+        let (router, _rules) = galleon_site::rules::mount(router, &args.site, &args.rules)?;
+        let router = galleon_site::offload::mount(router, &cpu, work_limits, args.diagnostics_open);
         let _template_watch = watch_templates(&templates)?;
         let mut events_source = None;
         let router = match crate::events::open(&events).await? {
             Some(store) => {
-                events_source = Some(crate::stats::store_figures(store.clone()));
+                events_source = Some(galleon_site::store_figures::source(store.clone()));
                 eprintln!(
                     "galleon: event store {} ({}), API {}",
                     crate::events::redact(&events.url),
@@ -501,15 +504,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             }
             None => router,
         };
-        let router = crate::stats::mount(
-            router,
-            crate::stats::Diagnostics {
-                stats: stats.clone(),
-                pool: cpu.clone(),
-                events: events_source,
-                open: args.diagnostics_open,
-            },
-        );
+        let mut diagnostics = galleon_stats::Diagnostics::new(&stats)
+            .pool(cpu.clone())
+            .open(args.diagnostics_open);
+        if let Some(figures) = events_source {
+            diagnostics = diagnostics.figures("events", "Event store", figures);
+        }
+        let router = galleon_stats::mount(router, diagnostics);
         let listener = tokio::net::TcpListener::bind(args.addr)
             .await
             .with_context(|| format!("binding {}", args.addr))?;
@@ -560,7 +561,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
 /// The templates' reload triggers: SIGHUP always, and under `--watch` a thread polling the files.
 /// Must run inside the runtime (for SIGHUP); the returned watch stops polling when dropped.
 fn watch_templates(
-    templates: &crate::templates::Templates,
+    templates: &galleon_site::templates::Templates,
 ) -> anyhow::Result<Option<galleon_state::Watch>> {
     let on_hup = templates.clone();
     galleon_state::on_sighup(move || {

@@ -6,12 +6,12 @@ use galleon_template::Value;
 
 /// A query pair that did not percent-decode: it may have been the one the page asked for.
 #[derive(Debug)]
-pub(crate) struct Undecodable;
+pub struct Undecodable;
 
 /// The request's query value for `name`, read by [`parse_value`]; `Err` when the query has no
 /// such pair and some pair of it does not percent-decode, so that a page refuses the request
 /// rather than fall back to a default or its data file (`/doom?iters=%zz` is not a 30 GB `/doom`).
-pub(crate) fn from_query(req: &Request, name: &str) -> Result<Option<Value>, Undecodable> {
+pub fn from_query(req: &Request, name: &str) -> Result<Option<Value>, Undecodable> {
     match req.query_value(name) {
         Some(v) => Ok(Some(parse_value(&v))),
         None if query_decodes(req.query()) => Ok(None),
@@ -21,7 +21,7 @@ pub(crate) fn from_query(req: &Request, name: &str) -> Result<Option<Value>, Und
 
 /// Whether every name and value of `query` percent-decodes to UTF-8 (what
 /// [`Request::query_value`] needs to see a pair at all).
-pub(crate) fn query_decodes(query: &str) -> bool {
+pub fn query_decodes(query: &str) -> bool {
     galleon_http::split_query(query).all(|(k, v)| {
         galleon_http::percent_decode(k, true).is_some()
             && galleon_http::percent_decode(v, true).is_some()
@@ -31,7 +31,7 @@ pub(crate) fn query_decodes(query: &str) -> bool {
 /// A query value as an assign: JSON where it parses (`10`, `true`, `[1,2]`, `"x"`), else the
 /// string itself. Plain integers, the common case (`?iters=10`), skip the JSON parser; the
 /// result is the same (tested).
-pub(crate) fn parse_value(v: &str) -> Value {
+pub fn parse_value(v: &str) -> Value {
     let digits = v.strip_prefix('-').unwrap_or(v);
     let plain_int = !digits.is_empty()
         && digits.bytes().all(|b| b.is_ascii_digit())
@@ -47,7 +47,7 @@ pub(crate) fn parse_value(v: &str) -> Value {
 }
 
 /// `KEY=VALUE` (what `galleon render --assign` takes), the value read by [`parse_value`].
-pub(crate) fn parse_pair(s: &str) -> Result<(String, Value), String> {
+pub fn parse_pair(s: &str) -> Result<(String, Value), String> {
     let (key, value) = s
         .split_once('=')
         .ok_or_else(|| format!("expected KEY=VALUE, got `{s}`"))?;

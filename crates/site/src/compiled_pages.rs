@@ -14,12 +14,12 @@ use galleon_template::compiled::{self, Rendered, Template};
 use galleon_template::{Assigns, Error, ErrorKind, Value};
 use galleon_template_derive::Template;
 
-use crate::site::{SiteOptions, render_failed};
+use crate::pages::{SiteOptions, render_failed};
 
 /// `/compiled/doom` without `?iters=`: the runtime page's default (30 GB).
 const DOOM_DEFAULT_ITERS: i64 = 100_000_000;
 
-// `copy_below = 64`: `crate::site::SERVE_COPY_BELOW`, the runtime pages' threshold (checked by
+// `copy_below = 64`: `crate::pages::SERVE_COPY_BELOW`, the runtime pages' threshold (checked by
 // a test), so both reference and copy the same pieces.
 
 /// `pages/blah.html.eex`: `@iters` as the query gives it (a non-integer fails as at runtime).
@@ -76,7 +76,7 @@ struct Data {
 
 /// Adds `/compiled/blah`, `/compiled/blah-split`, `/compiled/doom`, `/compiled/big-table` and
 /// `/compiled/teams` to `router`; the data files are read from `dir/data/` now.
-pub(crate) fn routes(router: Router, dir: &Path, options: &SiteOptions) -> anyhow::Result<Router> {
+pub fn routes(router: Router, dir: &Path, options: &SiteOptions) -> anyhow::Result<Router> {
     let read = |page: &str| -> anyhow::Result<Option<Assigns>> {
         let path = dir.join("data").join(format!("{page}.json"));
         if !path.exists() {
@@ -252,11 +252,11 @@ mod tests {
     fn the_copy_threshold_is_the_runtime_pages() {
         assert_eq!(
             <Blah as Template>::COPY_BELOW,
-            crate::site::SERVE_COPY_BELOW
+            crate::pages::SERVE_COPY_BELOW
         );
         assert_eq!(
             <BigTable as Template>::COPY_BELOW,
-            crate::site::SERVE_COPY_BELOW
+            crate::pages::SERVE_COPY_BELOW
         );
     }
 
@@ -265,8 +265,8 @@ mod tests {
     #[tokio::test]
     async fn compiled_routes_answer_like_the_runtime_ones() {
         let dir = site_dir();
-        for full_body_max in [crate::site::DEFAULT_FULL_BODY_MAX, 1000] {
-            let (runtime, _templates) = crate::site::router(&dir, options(full_body_max)).unwrap();
+        for full_body_max in [crate::pages::DEFAULT_FULL_BODY_MAX, 1000] {
+            let (runtime, _templates) = crate::pages::router(&dir, options(full_body_max)).unwrap();
             let compiled = routes(Router::new(), &dir, &options(full_body_max)).unwrap();
             for target in [
                 "/blah?iters=3",

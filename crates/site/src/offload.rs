@@ -22,14 +22,14 @@ use galleon_offload::{Config, Kind, OffloadError, Policy, Pool, Priority};
 use crate::work::{self, WorkLimits};
 
 /// The path of the pool's statistics.
-pub(crate) const STATS_PATH: &str = "/_galleon/offload";
+pub const STATS_PATH: &str = "/_galleon/offload";
 
 /// Default `--offload-queue`: jobs waiting for a pool thread at most (callers then wait).
-pub(crate) const DEFAULT_QUEUE: usize = 1024;
+pub const DEFAULT_QUEUE: usize = 1024;
 
 /// Default `--offload-nice`: the pool below the request workers (see `bench/README.md`,
 /// head-of-line).
-pub(crate) const DEFAULT_NICE: i32 = 10;
+pub const DEFAULT_NICE: i32 = 10;
 
 /// Default `--offload-priority`: the normal class at `--offload-nice`. `idle` (`SCHED_IDLE`)
 /// lets a waking request worker preempt a pool thread at once, but it starves offloaded work
@@ -37,7 +37,7 @@ pub(crate) const DEFAULT_NICE: i32 = 10;
 /// stopped `/seal` under `--offload offload`), and on a shared machine it did not lower the
 /// light routes' p99 under load below nice 10's (`bench/results/offload.txt`). It is for
 /// machines galleon has to itself.
-pub(crate) const DEFAULT_PRIORITY: Priority = Priority::Normal;
+pub const DEFAULT_PRIORITY: Priority = Priority::Normal;
 
 /// Largest `--offload-queue` and `--offload-threads`.
 const MAX_QUEUE: usize = 1 << 20;
@@ -45,7 +45,7 @@ const MAX_THREADS: usize = 1024;
 
 /// The pool's flags of `galleon serve`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct OffloadArgs {
+pub struct OffloadArgs {
     /// Where CPU work (page renders, stream chunks, /seal, /hash) runs: inline (on the request's
     /// worker), offload (always on the pool), or adaptive (by its measured cost: inline while
     /// the hop would be over 10% of the job, never inline over 1 ms; `adaptive:0.1:1000us`).
@@ -77,7 +77,7 @@ pub(crate) struct OffloadArgs {
 /// Builds the pool the flags describe; range errors name the flag. `bulk_writers` is the
 /// server's `--bulk-writers`: where streamed pages are written, which decides where their chunks
 /// may be computed.
-pub(crate) fn pool(args: &OffloadArgs, bulk_writers: usize) -> anyhow::Result<(Pool, WorkLimits)> {
+pub fn pool(args: &OffloadArgs, bulk_writers: usize) -> anyhow::Result<(Pool, WorkLimits)> {
     anyhow::ensure!(
         args.offload_threads <= MAX_THREADS,
         "--offload-threads {}: expected 0 (one per core) to {MAX_THREADS}",
@@ -132,7 +132,7 @@ pub(crate) fn pool(args: &OffloadArgs, bulk_writers: usize) -> anyhow::Result<(P
 
 /// The answer to a job the pool could not run: a panic is the server's fault (500, logged); a
 /// pool shut down means the server is stopping, a full queue that it is busy (503 both).
-pub(crate) fn failed(kind: &Kind, e: OffloadError) -> Response {
+pub fn failed(kind: &Kind, e: OffloadError) -> Response {
     match e {
         OffloadError::ShutDown => Response::error(StatusCode(503), "the server is stopping"),
         OffloadError::QueueFull => Response::error(StatusCode(503), "the server is busy"),
@@ -145,12 +145,7 @@ pub(crate) fn failed(kind: &Kind, e: OffloadError) -> Response {
 
 /// Adds `/seal`, `/hash` and the statistics endpoint to `router`.
 /// `/_galleon/offload` answers loopback peers only unless `diagnostics_open`.
-pub(crate) fn mount(
-    router: Router,
-    pool: &Pool,
-    limits: WorkLimits,
-    diagnostics_open: bool,
-) -> Router {
+pub fn mount(router: Router, pool: &Pool, limits: WorkLimits, diagnostics_open: bool) -> Router {
     let seal = (pool.clone(), pool.kind("seal"), Arc::new(AtomicU64::new(0)));
     let hash = (pool.clone(), pool.kind("hash"));
     let stats = pool.clone();

@@ -29,30 +29,30 @@ use crate::templates::{CopyBelow, Templates};
 /// A page that ends within this many bytes is sent whole with `content-length`; a longer one is
 /// streamed. 4 MiB: ten times the seed's largest page (410 KB), small enough that 1000
 /// concurrent renders stay under 4 GiB.
-pub(crate) const DEFAULT_FULL_BODY_MAX: usize = 4 * 1024 * 1024;
+pub const DEFAULT_FULL_BODY_MAX: usize = 4 * 1024 * 1024;
 
 /// How the site renders: the bounds `galleon serve` takes as flags.
 #[derive(Debug, Clone)]
-pub(crate) struct SiteOptions {
+pub struct SiteOptions {
     /// Bytes rendered per chunk of a streamed page.
-    pub(crate) stream_chunk: usize,
+    pub stream_chunk: usize,
     /// Pages that end within this many bytes are sent whole; longer ones are streamed.
-    pub(crate) full_body_max: usize,
+    pub full_body_max: usize,
     /// `--value-copy-below`: values' strings shorter than this are copied at render time.
-    pub(crate) value_copy_below: usize,
+    pub value_copy_below: usize,
     /// The template engine's step and nesting limits.
-    pub(crate) limits: Limits,
+    pub limits: Limits,
     /// `--watch`: recompile changed templates, and show a compile error on the pages.
-    pub(crate) watch: bool,
+    pub watch: bool,
     /// Where renders run (inline or on the pool, by the `--offload` policy).
-    pub(crate) cpu: Pool,
+    pub cpu: Pool,
 }
 
 /// Default chunk size of a streamed page: 256 KiB, the same as `galleon render`. Downloads of
 /// `/doom` with 64 KiB, 256 KiB and 1 MiB chunks on the (shared, noisy) development machine
 /// differed by less than the run-to-run noise; the smaller the chunk, the less memory each
 /// streaming connection holds (at most three chunks).
-pub(crate) const DEFAULT_STREAM_CHUNK: usize = 256 * 1024;
+pub const DEFAULT_STREAM_CHUNK: usize = 256 * 1024;
 
 /// The template engine's copy threshold when serving (see `galleon_template::DEFAULT_COPY_BELOW`,
 /// 256): 64 bytes, so blah-split's 205-byte halves stay referenced like blah's 410-byte blocks and
@@ -61,7 +61,7 @@ pub(crate) const DEFAULT_STREAM_CHUNK: usize = 256 * 1024;
 /// slower than `/blah` (`bench/results/http.txt`);
 /// the issue asks for the two within 5%.
 /// Values (assigns) have their own threshold, `--value-copy-below` (4 KiB by default).
-pub(crate) const SERVE_COPY_BELOW: usize = 64;
+pub const SERVE_COPY_BELOW: usize = 64;
 
 /// `/doom` without `?iters=`: the seed's full Template of Doom, 100,000,000 iterations (30 GB).
 const DOOM_DEFAULT_ITERS: i64 = 100_000_000;
@@ -112,7 +112,7 @@ struct Page {
 
 /// Builds the site's router from `dir` (`pages/`, `data/`, `static/`, `layout.html.eex`), and
 /// the templates it renders with (for the reload triggers).
-pub(crate) fn router(dir: &Path, options: SiteOptions) -> anyhow::Result<(Router, Templates)> {
+pub fn router(dir: &Path, options: SiteOptions) -> anyhow::Result<(Router, Templates)> {
     let copy = CopyBelow {
         text: SERVE_COPY_BELOW,
         values: options.value_copy_below,
@@ -376,7 +376,7 @@ fn broken_page(error: &str, req: &Request) -> Response {
 /// (a number where a list was due, a loop too long). Anything else is the site's: 500. Either way
 /// the body is one short line; the full error, with the template's name, line and source, goes
 /// to the log only.
-pub(crate) fn render_failed(e: &galleon_template::Error, req: Option<&Request>) -> Response {
+pub fn render_failed(e: &galleon_template::Error, req: Option<&Request>) -> Response {
     let target = req.map_or("/", |r| r.target());
     let query = req.map_or("", |r| r.query());
     let on_values = matches!(

@@ -10,7 +10,7 @@ use galleon_http::{Body, Request, Response, StatusCode};
 
 /// What a request asks of a static file beyond its path: the conditional and range headers.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Ask {
+pub struct Ask {
     range: Option<String>,
     if_range: Option<String>,
     if_none_match: Option<String>,
@@ -19,7 +19,7 @@ pub(crate) struct Ask {
 
 impl Ask {
     /// The headers of `req` that matter here.
-    pub(crate) fn of(req: &Request) -> Ask {
+    pub fn of(req: &Request) -> Ask {
         let get = |name: &str| req.header_str(name).map(str::to_owned);
         Ask {
             range: get("range"),
@@ -31,7 +31,7 @@ impl Ask {
 }
 
 /// Answers `rel` (already percent-decoded) under `root`.
-pub(crate) fn serve(root: &Path, rel: &str, ask: &Ask) -> Response {
+pub fn serve(root: &Path, rel: &str, ask: &Ask) -> Response {
     let Some(path) = resolve_static(root, rel) else {
         return Response::not_found();
     };
@@ -163,7 +163,7 @@ fn content_type(path: &Path) -> String {
 /// Resolves `rel` (already percent-decoded) under `root`, refusing anything that could leave it
 /// or that is hidden: empty, `.` or `..` segments, segments starting with `.` (dotfiles such as
 /// `.env` or `.git`), backslashes, NULs, and symlinks pointing outside.
-pub(crate) fn resolve_static(root: &Path, rel: &str) -> Option<PathBuf> {
+pub fn resolve_static(root: &Path, rel: &str) -> Option<PathBuf> {
     if rel.is_empty() || rel.contains('\0') || rel.contains('\\') {
         return None;
     }

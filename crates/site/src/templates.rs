@@ -25,18 +25,18 @@ thread_local! {
 
 /// One compiled version of the site's templates.
 #[derive(Debug)]
-pub(crate) struct Compiled {
+pub struct Compiled {
     /// The templates.
-    pub(crate) engine: Engine,
+    pub engine: Engine,
     /// Each page's template in `engine`, in the order of [`Templates::pages`].
-    pub(crate) ids: Vec<TemplateId>,
+    pub ids: Vec<TemplateId>,
     /// `--watch` only: why the newest files did not compile (`engine` is the last good version).
-    pub(crate) broken: Option<Arc<str>>,
+    pub broken: Option<Arc<str>>,
 }
 
 /// The site's templates, reloadable while serving; clones share them.
 #[derive(Debug, Clone)]
-pub(crate) struct Templates {
+pub struct Templates {
     inner: Arc<Inner>,
 }
 
@@ -57,7 +57,7 @@ struct Inner {
 
 impl Templates {
     /// Compiles every `*.eex` under `dir`; the pages are its `pages/NAME.html.eex`.
-    pub(crate) fn load(
+    pub fn load(
         dir: &Path,
         copy: CopyBelow,
         limits: Limits,
@@ -91,23 +91,23 @@ impl Templates {
     }
 
     /// The pages, in the order of [`Compiled::ids`].
-    pub(crate) fn pages(&self) -> &[String] {
+    pub fn pages(&self) -> &[String] {
         &self.inner.pages
     }
 
     /// True under `--watch`.
-    pub(crate) fn watching(&self) -> bool {
+    pub fn watching(&self) -> bool {
         self.inner.watch
     }
 
     /// The current version.
-    pub(crate) fn snapshot(&self) -> Snapshot<Compiled> {
+    pub fn snapshot(&self) -> Snapshot<Compiled> {
         self.inner.shared.snapshot()
     }
 
     /// Runs `f` with the current version, through the thread's [`LocalCache`] (a snapshot if
     /// `f` itself asks again).
-    pub(crate) fn with_current<R>(&self, f: impl FnOnce(&Compiled) -> R) -> R {
+    pub fn with_current<R>(&self, f: impl FnOnce(&Compiled) -> R) -> R {
         CURRENT.with(|cache| match cache.try_borrow_mut() {
             Ok(mut cache) => f(cache.get(&self.inner.shared).value()),
             Err(_) => f(self.snapshot().value()),
@@ -117,7 +117,7 @@ impl Templates {
     /// Compiles the directory now and publishes it: the new version's number. On an error the
     /// previous templates keep serving (under `--watch` marked broken), and the error is logged
     /// and returned.
-    pub(crate) fn reload(&self) -> Result<u64, String> {
+    pub fn reload(&self) -> Result<u64, String> {
         let mut seen = self
             .inner
             .seen
@@ -129,7 +129,7 @@ impl Templates {
 
     /// [`Templates::reload`] when a template file changed since the last reload (or start);
     /// `None` when nothing did. A refused version is logged once, not again until it changes.
-    pub(crate) fn reload_if_changed(&self) -> Option<Result<u64, String>> {
+    pub fn reload_if_changed(&self) -> Option<Result<u64, String>> {
         let mut seen = self
             .inner
             .seen
@@ -189,14 +189,16 @@ fn compile(dir: &Path, copy: CopyBelow, limits: Limits) -> Result<Engine, galleo
 /// The engine's copy thresholds: static text ([`Engine::copy_below`]) and values
 /// ([`Engine::value_copy_below`]).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct CopyBelow {
-    pub(crate) text: usize,
-    pub(crate) values: usize,
+pub struct CopyBelow {
+    /// Static text shorter than this is copied into the render's buffers.
+    pub text: usize,
+    /// Values' strings shorter than this are copied.
+    pub values: usize,
 }
 
 impl CopyBelow {
     /// `text` for static text, the engine's default for values.
-    pub(crate) fn text(text: usize) -> CopyBelow {
+    pub fn text(text: usize) -> CopyBelow {
         CopyBelow {
             text,
             values: galleon_template::DEFAULT_VALUE_COPY_BELOW,

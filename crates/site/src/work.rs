@@ -8,27 +8,27 @@ use chacha20poly1305::aead::{AeadInPlace, KeyInit};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 
 /// Default most bytes `/seal` takes: 4 MiB, four times the seed's largest case (1 MB).
-pub(crate) const DEFAULT_MAX_SEAL_BYTES: usize = 4 * 1024 * 1024;
+pub const DEFAULT_MAX_SEAL_BYTES: usize = 4 * 1024 * 1024;
 
 /// Largest `--max-seal-bytes`: 256 MiB (a request's job holds the plaintext and the box).
-pub(crate) const MAX_SEAL_BYTES: usize = 256 * 1024 * 1024;
+pub const MAX_SEAL_BYTES: usize = 256 * 1024 * 1024;
 
 /// Default most passes `/hash` takes: 16 (each pass over 8 MiB takes ~10-20 ms here).
-pub(crate) const DEFAULT_MAX_HASH_COST: u32 = 16;
+pub const DEFAULT_MAX_HASH_COST: u32 = 16;
 
 /// Largest `--max-hash-cost`.
-pub(crate) const MAX_HASH_COST: u32 = 1000;
+pub const MAX_HASH_COST: u32 = 1000;
 
 /// Argon2id memory per hash, in KiB: 8 MiB, so a few concurrent hashes stay small.
 const HASH_MEMORY_KIB: u32 = 8 * 1024;
 
 /// The bounds of `/seal` and `/hash` (flags `--max-seal-bytes`, `--max-hash-cost`).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct WorkLimits {
+pub struct WorkLimits {
     /// Most bytes one `/seal` request seals.
-    pub(crate) max_seal_bytes: usize,
+    pub max_seal_bytes: usize,
     /// Most Argon2id passes one `/hash` request runs.
-    pub(crate) max_hash_cost: u32,
+    pub max_hash_cost: u32,
 }
 
 impl Default for WorkLimits {
@@ -47,7 +47,7 @@ const KEY: [u8; 32] = *b"galleon seed 001 secretbox key!!";
 /// `bytes` bytes of a fixed pattern sealed with XChaCha20-Poly1305 under a nonce made from
 /// `counter`: the ciphertext followed by the 16-byte tag (libsodium's `secretbox` layout, tag
 /// last). The plaintext is built here so the job's cost is all of the work for `bytes`.
-pub(crate) fn seal(bytes: usize, counter: u64) -> Vec<u8> {
+pub fn seal(bytes: usize, counter: u64) -> Vec<u8> {
     let mut buf: Vec<u8> = (0..bytes).map(|i| (i % 251) as u8).collect();
     let mut nonce = [0u8; 24];
     nonce[..8].copy_from_slice(&counter.to_le_bytes());
@@ -60,7 +60,7 @@ pub(crate) fn seal(bytes: usize, counter: u64) -> Vec<u8> {
 }
 
 /// An Argon2id hash (8 MiB, `cost` passes, one lane) of a fixed password, as 32 bytes.
-pub(crate) fn hash(cost: u32) -> [u8; 32] {
+pub fn hash(cost: u32) -> [u8; 32] {
     let params = argon2::Params::new(HASH_MEMORY_KIB, cost.max(1), 1, Some(32))
         .expect("fixed memory and output sizes are valid");
     let argon = argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params);
@@ -72,7 +72,7 @@ pub(crate) fn hash(cost: u32) -> [u8; 32] {
 }
 
 /// `?bytes=N` of `/seal`: an integer in `0..=max`, or the message a 400 carries.
-pub(crate) fn seal_bytes(value: Option<&str>, max: usize) -> Result<usize, String> {
+pub fn seal_bytes(value: Option<&str>, max: usize) -> Result<usize, String> {
     let v = value.ok_or("bytes: required (e.g. /seal?bytes=8192)")?;
     match v.parse::<usize>() {
         Ok(n) if n <= max => Ok(n),
@@ -81,7 +81,7 @@ pub(crate) fn seal_bytes(value: Option<&str>, max: usize) -> Result<usize, Strin
 }
 
 /// `?cost=N` of `/hash`: an integer in `1..=max` (1 without the parameter), or a 400's message.
-pub(crate) fn hash_cost(value: Option<&str>, max: u32) -> Result<u32, String> {
+pub fn hash_cost(value: Option<&str>, max: u32) -> Result<u32, String> {
     let Some(v) = value else { return Ok(1) };
     match v.parse::<u32>() {
         Ok(n) if (1..=max).contains(&n) => Ok(n),
@@ -90,7 +90,7 @@ pub(crate) fn hash_cost(value: Option<&str>, max: u32) -> Result<u32, String> {
 }
 
 /// Lower-case hex of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
+pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
     bytes
         .iter()

@@ -166,7 +166,7 @@
 //!   memory is O(chunk size + template), whatever the output size. `galleon render` streams the
 //!   30 GB Template of Doom in under 4 MB of resident memory.
 //!
-//! `cargo bench -p galleon-template` times the big-table and teams renders and the copy
+//! `cargo bench -p galleon-lab --bench render` times the big-table and teams renders and the copy
 //! threshold; `cargo bench -p galleon-lab --features peers` puts tera 2, minijinja,
 //! askama and sailfish in the same groups. For templates fixed at build time,
 //! `galleon-template-derive` compiles the same language to Rust ([`compiled`]).

@@ -14,7 +14,7 @@ use super::set::{RuleSet, SetLimits};
 
 /// Arguments of `galleon rules-bench`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct Args {
+pub struct Args {
     /// The rules file.
     #[arg(
         long = "rules",
@@ -38,7 +38,8 @@ const SHAPES: &[&[&str]] = &[
 
 const QUERIES: usize = 256;
 
-pub(crate) fn run(args: Args) -> anyhow::Result<()> {
+/// `galleon rules-bench`: times the match and the deep copy and prints them.
+pub fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(
         (1..=1_000_000).contains(&args.rounds),
         "--rounds {}: expected 1 to 1000000",

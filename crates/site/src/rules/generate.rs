@@ -10,7 +10,7 @@ use serde_json::Value as Json;
 
 /// Arguments of `galleon gen-rules`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct Args {
+pub struct Args {
     /// Seed of the generator: another seed, other rules.
     #[arg(long, default_value_t = 3)]
     seed: u64,
@@ -28,7 +28,7 @@ pub(crate) struct Args {
 }
 
 /// Most rules `gen-rules` makes: the default `--rules-max-rules`.
-pub(crate) const MAX_COUNT: usize = 100_000;
+pub const MAX_COUNT: usize = 100_000;
 
 const COUNTRIES: &[&str] = &[
     "NL", "BE", "DE", "FR", "ES", "IT", "PT", "GB", "IE", "DK", "SE", "NO", "FI", "PL", "CZ", "AT",
@@ -143,7 +143,7 @@ impl Rng {
 }
 
 /// The rule file for `seed`, `count` rules, labelled `revision`.
-pub(crate) fn generate(seed: u64, count: usize, revision: &str) -> String {
+pub fn generate(seed: u64, count: usize, revision: &str) -> String {
     // Mixed so that nearby seeds give unrelated rules; never zero (xorshift's fixed point).
     let mut rng = Rng((seed ^ 0x9e37_79b9_7f4a_7c15).wrapping_mul(0xbf58_476d_1ce4_e5b9) | 1);
     let mut out = String::with_capacity(count * 700 + 4096);
@@ -209,7 +209,8 @@ pub(crate) fn generate(seed: u64, count: usize, revision: &str) -> String {
     out
 }
 
-pub(crate) fn run(args: Args) -> anyhow::Result<()> {
+/// `galleon gen-rules`: writes the generated set to the file or stdout.
+pub fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(
         args.count <= MAX_COUNT,
         "--count {}: at most {MAX_COUNT}",

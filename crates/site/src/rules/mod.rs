@@ -27,37 +27,37 @@ use galleon_http::{
 };
 use galleon_state::{Reloader, Shared, Watch};
 
-pub(crate) mod bench;
-pub(crate) mod generate;
+pub mod bench;
+pub mod generate;
 mod set;
 
 use set::{RuleSet, SetLimits};
 
 /// Header naming the version (1, 2, ... per reload) that produced a response.
-pub(crate) const VERSION_HEADER: &str = "x-galleon-rules-version";
+pub const VERSION_HEADER: &str = "x-galleon-rules-version";
 
 /// Default `--rules-max-results`: rules listed in one response at most.
-pub(crate) const DEFAULT_MAX_RESULTS: usize = 1000;
+pub const DEFAULT_MAX_RESULTS: usize = 1000;
 
 /// Largest `--rules-max-results`: every rule of the largest set.
 const MAX_MAX_RESULTS: usize = 10_000_000;
 
 /// Default `--rules-max-bytes`: 64 MiB, sixteen times the seed's 4 MB of rules.
-pub(crate) const DEFAULT_MAX_BYTES: u64 = 64 * 1024 * 1024;
+pub const DEFAULT_MAX_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Largest `--rules-max-bytes`: 1 GiB (rule offsets are 32-bit; a file is held twice while it
 /// is parsed).
 const MAX_MAX_BYTES: u64 = 1024 * 1024 * 1024;
 
 /// Default `--rules-max-rules`.
-pub(crate) const DEFAULT_MAX_RULES: usize = generate::MAX_COUNT;
+pub const DEFAULT_MAX_RULES: usize = generate::MAX_COUNT;
 
 /// Default `--rules-poll-ms`: how often the file is checked for a change.
-pub(crate) const DEFAULT_POLL_MS: u64 = 500;
+pub const DEFAULT_POLL_MS: u64 = 500;
 
 /// How a request reaches the rules (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum Mode {
+pub enum Mode {
     /// A snapshot of the one shared version: no lock, no copy.
     Shared,
     /// A deep copy of the whole set per request (the Elixir Agent pattern).
@@ -68,7 +68,7 @@ pub(crate) enum Mode {
 
 /// The rules flags of `galleon serve`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct RulesArgs {
+pub struct RulesArgs {
     /// The rule set served at /rules/match (generate one with `galleon gen-rules`). Default:
     /// SITE/data/rules.json when it exists (the routes are left out when it does not).
     #[arg(long = "rules", value_name = "FILE")]
@@ -94,18 +94,14 @@ pub(crate) struct RulesArgs {
 
 /// What keeps the rules' reloading alive: drop it to stop the file polling.
 #[derive(Debug)]
-pub(crate) struct Running {
+pub struct Running {
     _watch: Option<Watch>,
 }
 
 /// Loads the rules and mounts their routes on `router`, with reloading on change, SIGHUP and
 /// `POST /rules/reload`. Must run inside the tokio runtime (for SIGHUP). A rules file given with
 /// `--rules` must load; the default one may be missing (then no rules routes).
-pub(crate) fn mount(
-    router: Router,
-    site: &Path,
-    args: &RulesArgs,
-) -> anyhow::Result<(Router, Running)> {
+pub fn mount(router: Router, site: &Path, args: &RulesArgs) -> anyhow::Result<(Router, Running)> {
     let none = Running { _watch: None };
     let path = match &args.file {
         Some(p) => p.clone(),

@@ -10,8 +10,8 @@ use anyhow::{Context, bail};
 use galleon_template::{Assigns, Limits};
 
 use crate::bench::measure::{Collector, Ctx, rotation, us};
-use crate::site::SERVE_COPY_BELOW;
-use crate::templates::{CopyBelow, Templates};
+use galleon_site::pages::SERVE_COPY_BELOW;
+use galleon_site::templates::{CopyBelow, Templates};
 
 /// One page to render: the benchmark's name, the template, its assigns, and the least output
 /// that shows it rendered what it should.

@@ -1,40 +1,25 @@
-//! What `galleon serve` records about itself: requests by route, method and status, latency
-//! histograms, the write calls of every response, connections; and [`Snapshot`], the plain data
-//! the stats page, `stats.json` and `/metrics` are drawn from. It is the server's
-//! [`Observer`]: per answered request, one uncontended lock of the calling thread's shard, a few
-//! counters and one histogram record. (One lock shared by both workers cost ~4% of a 4 KB
-//! page's throughput in cache-line transfers; `bench/results/http.txt`.)
+//! [`Stats`], the recorder: requests by route, method and status, latency histograms, the write
+//! calls of every response, connections. It is galleon-http's [`Observer`]; the axum layer
+//! feeds it through [`Stats::answered`]. Per answered request: one uncontended lock of the
+//! calling thread's shard, a few counters and one histogram record. (One lock shared by both
+//! workers cost ~4% of a 4 KB page's throughput in cache-line transfers.)
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use galleon_http::{Exchange, Observer};
+use galleon_http::{Exchange, Observer, WriteStats};
 use hdrhistogram::Histogram;
-use serde::Serialize;
 
-/// `tracing` target of the access log: one event per request (`--access-log`, or
-/// `RUST_LOG=galleon::access=info`).
-pub(crate) const ACCESS_TARGET: &str = "galleon::access";
+use crate::access;
+use crate::snapshot::{
+    CALLS_BOUNDS, Connections, IOVECS_BOUNDS, Latency, RouteSnapshot, Snapshot, Source,
+    WriteTotals, Writes, bucket_of, counted,
+};
 
 /// The label of requests no route answered (404, 405, malformed).
-pub(crate) const UNMATCHED: &str = "(unmatched)";
-
-/// Latency bucket bounds in seconds: Prometheus's defaults, extended down to 50 µs, where a
-/// small page's whole exchange takes place.
-pub(crate) const LATENCY_BOUNDS_S: [f64; 17] = [
-    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-    1.0, 2.5, 5.0, 10.0,
-];
-
-/// Bounds of the write calls per response (one is the goal: one gathered `writev`).
-pub(crate) const CALLS_BOUNDS: [f64; 9] = [1.0, 2.0, 4.0, 8.0, 16.0, 64.0, 256.0, 1024.0, 4096.0];
-
-/// Bounds of the iovecs per response, summed over its calls.
-pub(crate) const IOVECS_BOUNDS: [f64; 12] = [
-    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0, 4096.0, 16384.0,
-];
+pub const UNMATCHED: &str = "(unmatched)";
 
 /// Largest latency kept apart: an hour, in µs (a streamed download can take that long).
 const MAX_LATENCY_US: u64 = 3_600_000_000;
@@ -47,8 +32,7 @@ const METHODS: [&str; 9] = [
 
 /// The row `method` is counted under: its slot (an index into [`METHODS`], then `-` for no
 /// request line, then `OTHER`) and label. A `match` rather than a search of [`METHODS`]: the
-/// compiler compares each candidate's few bytes inline, where the search called `memcmp` per
-/// candidate on every request; rows are then found by slot, not by comparing strings again.
+/// compiler compares each candidate's few bytes inline; rows are then found by slot.
 fn method_slot(method: &str) -> (u8, &'static str) {
     let slot = match method {
         "GET" => 0,
@@ -66,19 +50,62 @@ fn method_slot(method: &str) -> (u8, &'static str) {
     (slot, METHODS[usize::from(slot)])
 }
 
-/// The server's own statistics (see the module docs).
-#[derive(Debug)]
-pub(crate) struct Stats {
+/// What [`Stats`] keeps and writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatsConfig {
+    /// Keep the tables (default on). Off, only the access log is written and the diagnostics
+    /// routes but health answer 404 (`galleon serve --stats off`).
+    pub record: bool,
+    /// Emit one `tracing` event per request at target [`ACCESS_TARGET`](crate::ACCESS_TARGET),
+    /// level info (default off).
+    pub access_log: bool,
+}
+
+impl Default for StatsConfig {
+    fn default() -> StatsConfig {
+        StatsConfig {
+            record: true,
+            access_log: false,
+        }
+    }
+}
+
+/// A server's own statistics: hand it to galleon-http as the server's observer
+/// ([`Server::with_observer`](galleon_http::Server::with_observer)) or to axum as a layer
+/// (feature `axum`), and serve it with [`mount`](crate::mount) or `axum::routes`.
+///
+/// # Examples
+/// ```
+/// use std::sync::Arc;
+/// use galleon_http::{Router, Server, ServerConfig};
+/// use galleon_stats::{Stats, StatsConfig};
+///
+/// let stats = Arc::new(Stats::new(StatsConfig { access_log: true, ..StatsConfig::default() }));
+/// let router = galleon_stats::mount(Router::new(), &stats);
+/// let server = Server::new(router, ServerConfig::default()).with_observer(stats.clone());
+/// assert_eq!(stats.snapshot().requests, 0);
+/// # let _ = server;
+/// ```
+pub struct Stats {
     started: Instant,
-    /// Emit one access-log event per request.
-    access_log: bool,
-    /// Keep the tables (`--stats on`); off, only the access log is written.
-    record: bool,
+    config: StatsConfig,
     /// What requests add up to, one shard per recording thread (by a thread-local index).
     shards: Box<[Shard]>,
     open: AtomicI64,
     connections: AtomicU64,
     refused: AtomicU64,
+    /// An axum layer records into these statistics (see [`Source`]).
+    axum: AtomicBool,
+}
+
+impl std::fmt::Debug for Stats {
+    /// The configuration and uptime (the tables are many histograms: see [`Stats::snapshot`]).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stats")
+            .field("config", &self.config)
+            .field("uptime", &self.uptime())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Shards: a worker thread keeps to its own, so two workers never write one cache line.
@@ -102,6 +129,8 @@ fn shard_index() -> usize {
 struct Inner {
     /// By the router's route index (no hashing per request), then method.
     routes: Vec<Option<Route>>,
+    /// Routes known by label only (axum's `MatchedPath`), then method.
+    labelled: HashMap<Box<str>, Vec<MethodEntry>>,
     /// Requests no route answered, by method.
     unmatched: Vec<MethodEntry>,
     writes: WriteTotals,
@@ -139,35 +168,30 @@ struct Merged {
     latency_us: Histogram<u64>,
 }
 
-/// The write calls of all responses, added up.
-#[derive(Debug, Default, Clone, Copy, Serialize)]
-pub(crate) struct WriteTotals {
-    /// Responses written (or attempted).
-    pub(crate) responses: u64,
-    /// Write system calls.
-    pub(crate) syscalls: u64,
-    /// iovecs handed to them.
-    pub(crate) iovecs: u64,
-    /// Calls that wrote less than they were given (a slow reader, a full socket buffer).
-    pub(crate) short_writes: u64,
-    /// Bytes written.
-    pub(crate) bytes: u64,
-    /// Bytes sent from where the page holds them, without a copy.
-    pub(crate) bytes_referenced: u64,
-    /// Bytes copied into a coalescing buffer first.
-    pub(crate) bytes_copied: u64,
+/// Which row a request is counted under.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum RouteKey<'a> {
+    /// A galleon-http route: its index in the router and its pattern.
+    Indexed(usize, &'a str),
+    /// A route known by its pattern only (axum's `MatchedPath`).
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    Labelled(&'a str),
+    /// No route answered.
+    Unmatched,
 }
 
-impl WriteTotals {
-    fn add(&mut self, o: &WriteTotals) {
-        self.responses += o.responses;
-        self.syscalls += o.syscalls;
-        self.iovecs += o.iovecs;
-        self.short_writes += o.short_writes;
-        self.bytes += o.bytes;
-        self.bytes_referenced += o.bytes_referenced;
-        self.bytes_copied += o.bytes_copied;
-    }
+/// One answered request, whoever reports it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Answered<'a> {
+    pub(crate) method: &'a str,
+    pub(crate) route: RouteKey<'a>,
+    pub(crate) status: u16,
+    pub(crate) elapsed: Duration,
+    /// Response bytes.
+    pub(crate) bytes: u64,
+    /// The response's write calls, when the server measures them.
+    pub(crate) writes: Option<WriteStats>,
+    pub(crate) completed: bool,
 }
 
 fn histogram(max: u64) -> Histogram<u64> {
@@ -179,33 +203,44 @@ fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
 }
 
 impl Stats {
-    /// Statistics that `record` the tables and/or write the `access_log`.
-    pub(crate) fn new(record: bool, access_log: bool) -> Stats {
+    /// Statistics that record and log as `config` says; the uptime counts from now.
+    pub fn new(config: StatsConfig) -> Stats {
         Stats {
             started: Instant::now(),
-            access_log,
-            record,
+            config,
             shards: (0..SHARDS)
                 .map(|_| Shard(Mutex::new(Inner::default())))
                 .collect(),
             open: AtomicI64::new(0),
             connections: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            axum: AtomicBool::new(false),
         }
     }
 
-    /// Whether the tables are kept (else the stats routes answer 404).
-    pub(crate) fn recording(&self) -> bool {
-        self.record
+    /// What these statistics were created with.
+    pub fn config(&self) -> StatsConfig {
+        self.config
     }
 
-    /// Seconds since the server started.
-    pub(crate) fn uptime_s(&self) -> f64 {
-        self.started.elapsed().as_secs_f64()
+    /// Whether the tables are kept (else the diagnostics routes but health answer 404).
+    pub fn recording(&self) -> bool {
+        self.config.record
+    }
+
+    /// Time since the statistics were created.
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Marks these statistics as fed by the axum layer (see [`Source::Axum`]).
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    pub(crate) fn mark_axum(&self) {
+        self.axum.store(true, Ordering::Relaxed);
     }
 
     /// Everything recorded so far, as plain data.
-    pub(crate) fn snapshot(&self) -> Snapshot {
+    pub fn snapshot(&self) -> Snapshot {
         // The shards merged: by route label and method.
         let mut merged: BTreeMap<(String, &'static str), Merged> = BTreeMap::new();
         let mut writes = WriteTotals::default();
@@ -218,6 +253,7 @@ impl Stats {
                 .iter()
                 .flatten()
                 .map(|r| (&*r.label, &r.methods))
+                .chain(inner.labelled.iter().map(|(l, m)| (&**l, m)))
                 .chain(std::iter::once((UNMATCHED, &inner.unmatched)));
             for (route, methods) in rows {
                 for m in methods {
@@ -265,35 +301,47 @@ impl Stats {
             })
             .collect();
         routes.sort_by(|a, b| b.count.cmp(&a.count).then(a.route.cmp(&b.route)));
+        let source = if self.axum.load(Ordering::Relaxed) && writes.responses == 0 {
+            Source::Axum
+        } else {
+            Source::GalleonHttp
+        };
+        let measured = source == Source::GalleonHttp;
         Snapshot {
-            uptime_s: self.uptime_s(),
+            source,
+            uptime_s: self.uptime().as_secs_f64(),
             rss_bytes: rss_bytes(),
-            connections: Connections {
+            connections: measured.then(|| Connections {
                 open: self.open.load(Ordering::Relaxed).max(0) as u64,
                 total: self.connections.load(Ordering::Relaxed),
                 refused: self.refused.load(Ordering::Relaxed),
-            },
+            }),
             requests: routes.iter().map(|r| r.count).sum(),
             routes,
-            writes,
-            calls_per_response: counted(&calls, &CALLS_BOUNDS),
-            iovecs_per_response: counted(&iovecs, &IOVECS_BOUNDS),
+            writes: measured.then(|| Writes {
+                totals: writes,
+                calls_per_response: counted(&calls, &CALLS_BOUNDS),
+                iovecs_per_response: counted(&iovecs, &IOVECS_BOUNDS),
+            }),
         }
     }
 
-    fn record(&self, e: &Exchange<'_>) {
-        let (slot, method) = method_slot(e.method);
+    /// Counts one answered request (when recording).
+    pub(crate) fn answered(&self, a: &Answered<'_>) {
+        if !self.config.record {
+            return;
+        }
+        let (slot, method) = method_slot(a.method);
         // Whole microseconds without the u128 arithmetic of `as_micros`.
-        let us = e
+        let us = a
             .elapsed
             .as_secs()
             .saturating_mul(1_000_000)
-            .saturating_add(u64::from(e.elapsed.subsec_micros()));
-        let w = e.writes;
+            .saturating_add(u64::from(a.elapsed.subsec_micros()));
         let mut inner = lock(&self.shards[shard_index()].0);
         let inner = &mut *inner;
-        let methods = match (e.route_index, e.route) {
-            (Some(i), Some(label)) => {
+        let methods = match a.route {
+            RouteKey::Indexed(i, label) => {
                 if inner.routes.len() <= i {
                     inner.routes.resize_with(i + 1, || None);
                 }
@@ -304,7 +352,13 @@ impl Stats {
                     })
                     .methods
             }
-            _ => &mut inner.unmatched,
+            RouteKey::Labelled(label) => {
+                if !inner.labelled.contains_key(label) {
+                    inner.labelled.insert(label.into(), Vec::new());
+                }
+                inner.labelled.get_mut(label).expect("just inserted")
+            }
+            RouteKey::Unmatched => &mut inner.unmatched,
         };
         let entry = match methods.iter().position(|m| m.slot == slot) {
             Some(i) => &mut methods[i],
@@ -321,14 +375,17 @@ impl Stats {
                 methods.last_mut().expect("just pushed")
             }
         };
-        match entry.statuses.iter_mut().find(|s| s.0 == e.status) {
+        match entry.statuses.iter_mut().find(|s| s.0 == a.status) {
             Some(s) => s.1 += 1,
-            None => entry.statuses.push((e.status, 1)),
+            None => entry.statuses.push((a.status, 1)),
         }
-        entry.bytes += w.bytes;
-        entry.incomplete += u64::from(!e.completed);
+        entry.bytes += a.bytes;
+        entry.incomplete += u64::from(!a.completed);
         entry.latency_sum_us = entry.latency_sum_us.saturating_add(us);
         entry.latency_us.saturating_record(us.max(1));
+        let Some(w) = a.writes else {
+            return;
+        };
         let t = &mut inner.writes;
         t.responses += 1;
         t.syscalls += w.syscalls;
@@ -346,26 +403,26 @@ impl Stats {
 
 impl Observer for Stats {
     fn exchange(&self, e: &Exchange<'_>) {
-        if self.access_log {
-            tracing::info!(
-                target: ACCESS_TARGET,
-                method = e.method,
-                path = e.target,
-                status = e.status,
-                bytes = e.writes.bytes,
-                us = u64::try_from(e.elapsed.as_micros()).unwrap_or(u64::MAX),
-                writes = e.writes.syscalls,
-                peer = %e.peer,
-                completed = e.completed,
-            );
+        if self.config.access_log {
+            access::exchange(e);
         }
-        if self.record {
-            self.record(e);
-        }
+        let route = match (e.route_index, e.route) {
+            (Some(i), Some(label)) => RouteKey::Indexed(i, label),
+            _ => RouteKey::Unmatched,
+        };
+        self.answered(&Answered {
+            method: e.method,
+            route,
+            status: e.status,
+            elapsed: e.elapsed,
+            bytes: e.writes.bytes,
+            writes: Some(e.writes),
+            completed: e.completed,
+        });
     }
 
     fn wants_target(&self) -> bool {
-        self.access_log
+        self.config.access_log
     }
 
     fn connection(&self, opened: bool) {
@@ -382,44 +439,6 @@ impl Observer for Stats {
     }
 }
 
-/// Counts per bucket (not cumulative): `le` is the bucket's upper bound, the last one
-/// `f64::INFINITY` (serialized as `null`). `scale` turns a bound into the histogram's unit.
-fn buckets(h: &Histogram<u64>, bounds: &[f64], scale: f64) -> Vec<Bucket> {
-    let mut out = Vec::with_capacity(bounds.len() + 1);
-    let mut below = 0u64;
-    for &le in bounds {
-        let upto = h.count_between(0, (le * scale) as u64);
-        out.push(Bucket {
-            le: Some(le),
-            count: upto.saturating_sub(below),
-        });
-        below = upto.max(below);
-    }
-    out.push(Bucket {
-        le: None,
-        count: h.len().saturating_sub(below),
-    });
-    out
-}
-
-/// The bucket of `v`: the first bound at or above it, else the one past the last.
-fn bucket_of(v: u64, bounds: &[f64]) -> usize {
-    let v = v as f64;
-    bounds.iter().position(|&b| v <= b).unwrap_or(bounds.len())
-}
-
-/// Bucket counts kept as an array, as [`Bucket`]s.
-fn counted(counts: &[u64], bounds: &[f64]) -> Vec<Bucket> {
-    counts
-        .iter()
-        .enumerate()
-        .map(|(i, &count)| Bucket {
-            le: bounds.get(i).copied(),
-            count,
-        })
-        .collect()
-}
-
 /// The resident set of this process, from `/proc/self/status` (`None` elsewhere).
 fn rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -428,104 +447,13 @@ fn rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// Everything [`Stats`] holds, as plain data (`/_galleon/stats.json`).
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct Snapshot {
-    /// Seconds since the server started.
-    pub(crate) uptime_s: f64,
-    /// Resident memory, bytes.
-    pub(crate) rss_bytes: Option<u64>,
-    /// Connections open, accepted and refused.
-    pub(crate) connections: Connections,
-    /// Requests answered.
-    pub(crate) requests: u64,
-    /// By route and method, busiest first.
-    pub(crate) routes: Vec<RouteSnapshot>,
-    /// The write calls of all responses.
-    pub(crate) writes: WriteTotals,
-    /// Responses by their number of write calls.
-    pub(crate) calls_per_response: Vec<Bucket>,
-    /// Responses by their number of iovecs.
-    pub(crate) iovecs_per_response: Vec<Bucket>,
-}
-
-/// Connection counts.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub(crate) struct Connections {
-    /// Open now.
-    pub(crate) open: u64,
-    /// Accepted since the start.
-    pub(crate) total: u64,
-    /// Refused with 503 over `--max-connections`.
-    pub(crate) refused: u64,
-}
-
-/// One route and method.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct RouteSnapshot {
-    /// The route's pattern, or [`UNMATCHED`].
-    pub(crate) route: String,
-    /// The method (`OTHER` for unknown tokens, `-` for requests refused before parsing).
-    pub(crate) method: &'static str,
-    /// Requests.
-    pub(crate) count: u64,
-    /// Requests by status code.
-    pub(crate) statuses: BTreeMap<String, u64>,
-    /// Response bytes written.
-    pub(crate) bytes: u64,
-    /// Responses not written whole (client gone, write timeout).
-    pub(crate) incomplete: u64,
-    /// Time from the request's head to the response's last byte.
-    pub(crate) latency: Latency,
-}
-
-/// A latency histogram, in µs.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct Latency {
-    /// Samples.
-    pub(crate) count: u64,
-    /// Sum of the samples, µs.
-    pub(crate) sum_us: u64,
-    /// Percentiles, µs.
-    pub(crate) p50_us: u64,
-    /// 90th percentile, µs.
-    pub(crate) p90_us: u64,
-    /// 99th percentile, µs.
-    pub(crate) p99_us: u64,
-    /// Largest, µs.
-    pub(crate) max_us: u64,
-    /// Counts by [`LATENCY_BOUNDS_S`] (seconds).
-    pub(crate) buckets: Vec<Bucket>,
-}
-
-impl Latency {
-    fn of(h: &Histogram<u64>, sum_us: u64) -> Latency {
-        Latency {
-            count: h.len(),
-            sum_us,
-            p50_us: h.value_at_quantile(0.5),
-            p90_us: h.value_at_quantile(0.9),
-            p99_us: h.value_at_quantile(0.99),
-            max_us: h.max(),
-            buckets: buckets(h, &LATENCY_BOUNDS_S, 1e6),
-        }
-    }
-}
-
-/// A histogram bucket: the samples above the previous bound, up to `le`.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub(crate) struct Bucket {
-    /// Upper bound (inclusive); `None`: no bound (+Inf).
-    pub(crate) le: Option<f64>,
-    /// Samples in this bucket.
-    pub(crate) count: u64,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use galleon_http::WriteStats;
-    use std::time::Duration;
+
+    fn stats() -> Stats {
+        Stats::new(StatsConfig::default())
+    }
 
     fn exchange(method: &str, route: Option<&str>, status: u16, us: u64) -> Exchange<'static> {
         let method: &'static str = Box::leak(method.to_owned().into_boxed_str());
@@ -550,9 +478,13 @@ mod tests {
         }
     }
 
+    fn writes(snap: &Snapshot) -> &Writes {
+        snap.writes.as_ref().expect("galleon-http measures writes")
+    }
+
     #[test]
     fn requests_are_counted_by_route_method_and_status() {
-        let s = Stats::new(true, false);
+        let s = stats();
         for _ in 0..3 {
             s.exchange(&exchange("GET", Some("/blah"), 200, 80));
         }
@@ -561,6 +493,7 @@ mod tests {
         s.exchange(&exchange("GET", None, 404, 20_000));
         let snap = s.snapshot();
         assert_eq!(snap.requests, 6);
+        assert_eq!(snap.source, Source::GalleonHttp);
         let blah = &snap.routes[0];
         assert_eq!(
             (blah.route.as_str(), blah.method, blah.count),
@@ -577,18 +510,16 @@ mod tests {
             missing.latency.buckets[8].count, 1,
             "20 ms is in the 25 ms bucket"
         );
-        assert_eq!(snap.writes.responses, 6);
-        assert_eq!(snap.writes.bytes_copied, 240);
-        assert_eq!(snap.calls_per_response[0].count, 6);
-        assert_eq!(
-            snap.iovecs_per_response[2].count, 6,
-            "3 iovecs: the 4 bucket"
-        );
+        let w = writes(&snap);
+        assert_eq!(w.totals.responses, 6);
+        assert_eq!(w.totals.bytes_copied, 240);
+        assert_eq!(w.calls_per_response[0].count, 6);
+        assert_eq!(w.iovecs_per_response[2].count, 6, "3 iovecs: the 4 bucket");
     }
 
     #[test]
     fn threads_record_into_their_own_shards_and_the_snapshot_adds_them_up() {
-        let s = std::sync::Arc::new(Stats::new(true, false));
+        let s = std::sync::Arc::new(stats());
         let threads: Vec<_> = (0..6)
             .map(|t| {
                 let s = s.clone();
@@ -612,13 +543,13 @@ mod tests {
         assert_eq!((r.count, r.latency.count), (600, 600));
         assert_eq!((r.statuses["200"], r.statuses["201"]), (300, 300));
         assert_eq!(r.latency.sum_us, 600 * 80);
-        assert_eq!(snap.writes.responses, 600);
-        assert_eq!(snap.calls_per_response[0].count, 600);
+        assert_eq!(writes(&snap).totals.responses, 600);
+        assert_eq!(writes(&snap).calls_per_response[0].count, 600);
     }
 
     #[test]
     fn unknown_methods_share_one_row() {
-        let s = Stats::new(true, false);
+        let s = stats();
         for m in ["FOO", "BAR", "BAZ"] {
             s.exchange(&exchange(m, None, 405, 10));
         }
@@ -629,7 +560,7 @@ mod tests {
 
     #[test]
     fn every_method_keeps_its_own_row_and_only_exact_tokens_match() {
-        let s = Stats::new(true, false);
+        let s = stats();
         let sent = [
             "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE", "-",
             "get", "GETS", "",
@@ -651,12 +582,46 @@ mod tests {
 
     #[test]
     fn connections_open_and_close() {
-        let s = Stats::new(true, false);
+        let s = stats();
         s.connection(true);
         s.connection(true);
         s.connection(false);
         s.refused();
-        let c = s.snapshot().connections;
+        let c = s.snapshot().connections.unwrap();
         assert_eq!((c.open, c.total, c.refused), (1, 2, 1));
+    }
+
+    #[test]
+    fn labelled_routes_share_rows_with_nothing_else_and_have_no_write_figures() {
+        let s = stats();
+        s.mark_axum();
+        for status in [200, 200, 500] {
+            s.answered(&Answered {
+                method: "GET",
+                route: RouteKey::Labelled("/users/{id}"),
+                status,
+                elapsed: Duration::from_micros(70),
+                bytes: 12,
+                writes: None,
+                completed: true,
+            });
+        }
+        let snap = s.snapshot();
+        assert_eq!(snap.source, Source::Axum);
+        assert!(snap.writes.is_none() && snap.connections.is_none());
+        let r = &snap.routes[0];
+        assert_eq!((r.route.as_str(), r.count, r.bytes), ("/users/{id}", 3, 36));
+        assert_eq!((r.statuses["200"], r.statuses["500"]), (2, 1));
+    }
+
+    #[test]
+    fn with_recording_off_nothing_is_counted() {
+        let s = Stats::new(StatsConfig {
+            record: false,
+            access_log: false,
+        });
+        s.exchange(&exchange("GET", Some("/blah"), 200, 80));
+        assert_eq!(s.snapshot().requests, 0);
+        assert!(!s.recording());
     }
 }
