@@ -1,4 +1,4 @@
-//! `galleon serve`: the example site over HTTP/1.1 (see [`crate::site`] for the routes) and the
+//! `galleon serve`: the example site over HTTP/1.1 (see [`galleon_site`] for the routes) and the
 //! event store named by `--events` (see [`crate::events`]): `POST /streams/{id}`,
 //! `GET /streams/{id}`, `GET /all` and `GET /all/subscribe` (server-sent events).
 
