@@ -99,7 +99,7 @@ pub(crate) trait Source: Send + Sync + 'static {
     fn wake(&self) -> watch::Receiver<u64>;
 }
 
-/// Formats one event as the bytes a subscriber writes (`api::sse_frame`: an SSE frame).
+/// Formats one event as the bytes a subscriber writes (galleon-eventstore-http's `sse_frame`: an SSE frame).
 pub type FrameFormat = fn(&RecordedEvent) -> Bytes;
 
 /// A run of `$all` read whole: every event with `from <= position < to`.

@@ -25,9 +25,8 @@
 //!   [`Store::delete_stream`] is a soft delete whose stream continues its versions.
 //! - [`Store::stats`]: appends, conflicts, subscribers and the `$all` watermark, from atomics.
 //!   [`Store::subscribe_frames`] yields SSE-ready [`Frames`], formatted once per live batch.
-//! - [`api`] answers `POST /streams/{id}` ([`api::append`]), `GET /streams/{id}`
-//!   ([`api::read_stream`]) and `GET /all` ([`api::read_all`]) for any HTTP server, from
-//!   parameters its router decoded; [`api::sse_frame`] formats `GET /all/subscribe` frames.
+//! - Its HTTP API (routes, bearer-token roles, server-sent events) is the crate
+//!   `galleon-eventstore-http`, mountable on galleon-http and axum.
 //!
 //! Backends are cargo features, `sqlite` and `postgres`, both on by default.
 //!
@@ -101,7 +100,6 @@ compile_error!(
     "galleon-eventstore needs at least one backend: cargo feature `sqlite` or `postgres`"
 );
 
-pub mod api;
 mod consumer_group;
 mod error;
 mod expected;

@@ -268,7 +268,7 @@ impl Store {
         Subscription::start(self.hub.clone(), from_position, filter)
     }
 
-    /// [`Store::subscribe`] with each event formatted by `format` (`api::sse_frame` for
+    /// [`Store::subscribe`] with each event formatted by `format` (galleon-eventstore-http's `sse_frame` for
     /// server-sent events): live events are formatted once per store handle and the bytes
     /// shared by every such subscriber, instead of once per subscriber.
     pub fn subscribe_frames(

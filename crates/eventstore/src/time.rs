@@ -70,7 +70,16 @@ impl Timestamp {
 
     /// Appends what `Display` prints, without the formatting machinery for years 0 to 9999:
     /// every event written as JSON or SSE carries one.
-    pub(crate) fn write_rfc3339(self, out: &mut Vec<u8>) {
+    ///
+    /// # Examples
+    /// ```
+    /// use galleon_eventstore::Timestamp;
+    ///
+    /// let mut out = Vec::new();
+    /// Timestamp::from_micros(1_709_251_199_500_000).write_rfc3339(&mut out);
+    /// assert_eq!(out, b"2024-02-29T23:59:59.500000Z");
+    /// ```
+    pub fn write_rfc3339(self, out: &mut Vec<u8>) {
         let p = self.parts();
         let Ok(year) = u64::try_from(p.year) else {
             return out.extend_from_slice(self.to_string().as_bytes());

@@ -314,7 +314,8 @@ async fn check_filters_match_a_model(ctx: Ctx) {
 }
 
 /// Every event carries when it was recorded, by the clock of the machine (the database's and
-/// the test's are the same here), in reads of all kinds and in the HTTP API's JSON.
+/// the test's are the same here), in reads of all kinds (the HTTP API's JSON shows
+/// the same: galleon-eventstore-http's tests).
 async fn check_every_event_has_recorded_at(ctx: Ctx) {
     let s = &ctx.store;
     // SQLite keeps microseconds but PostgreSQL's `now()` is the transaction's start: allow a
@@ -344,13 +345,4 @@ async fn check_every_event_has_recorded_at(ctx: Ctx) {
         );
         assert_eq!(e.recorded_at, read[0].recorded_at, "one append, one time");
     }
-    let limits = galleon_eventstore::api::ApiLimits::default();
-    let resp =
-        galleon_eventstore::api::read_all(&s.clone(), &limits, &[("category", "time")]).await;
-    assert_eq!(resp.status, 200);
-    let v: serde_json::Value = serde_json::from_slice(&resp.body).unwrap();
-    assert_eq!(
-        v["events"][0]["recorded_at"].as_str().unwrap(),
-        read[0].recorded_at.to_string()
-    );
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use galleon_eventstore::{
-    Error, EventFilter, ExpectedVersion, GroupSettings, RecordedEvent, Store, api,
+    Error, EventFilter, ExpectedVersion, GroupSettings, RecordedEvent, Store,
 };
 use support::{Ctx, DELIVERY_TIMEOUT, event};
 use tokio::sync::{mpsc, watch};
@@ -19,7 +19,7 @@ on_both_backends!(galleon_eventstore::OpenOptions::default();
     check_three_members_split_streams_in_order,
     check_a_stalled_member_hands_its_streams_over,
     check_a_dropped_member_hands_over_at_once,
-    check_group_errors_and_http,
+    check_group_errors,
 );
 
 const STREAMS: usize = 12;
@@ -279,7 +279,7 @@ async fn check_a_dropped_member_hands_over_at_once(ctx: Ctx) {
     t1.abort();
 }
 
-async fn check_group_errors_and_http(ctx: Ctx) {
+async fn check_group_errors(ctx: Ctx) {
     let s = &ctx.store;
     s.create_subscription("plain", 0, EventFilter::all())
         .await
@@ -359,55 +359,4 @@ async fn check_group_errors_and_http(ctx: Ctx) {
         s.ack("g", r.first_position + 12345).await,
         Err(Error::InvalidInput(_))
     ));
-
-    // HTTP: created with partitions, shown with its partitions, acked per partition.
-    let json =
-        |r: &api::ApiResponse| -> serde_json::Value { serde_json::from_slice(&r.body).unwrap() };
-    let r = api::create_subscription(s, "hg", br#"{"partitions":4,"member_timeout_ms":500}"#).await;
-    assert_eq!(r.status, 200, "{}", json(&r));
-    assert_eq!(json(&r)["group"]["partitions"], 4);
-    assert_eq!(json(&r)["group"]["member_timeout_ms"], 500);
-    for body in [
-        &br#"{"partitions":0}"#[..],
-        br#"{"partitions":4,"member_timeout_ms":5}"#,
-        br#"{"member_timeout_ms":500}"#,
-    ] {
-        let r = api::create_subscription(s, "hb", body).await;
-        assert_eq!(r.status, 400, "{}", json(&r));
-    }
-    let r = api::subscription_info(s, "hg").await;
-    let v = json(&r);
-    assert_eq!(
-        v["group"]["assignments"].as_array().unwrap().len(),
-        4,
-        "{v}"
-    );
-    let body = format!("{{\"position\":{}}}", acked.checkpoint - 1);
-    let r = api::ack(s, "hg", body.as_bytes()).await;
-    assert_eq!(r.status, 200, "{}", json(&r));
-    assert_eq!(
-        json(&r)["partition"],
-        galleon_eventstore::partition_of("acct-1", 4)
-    );
-    assert_eq!(
-        api::consume_group_from(s, "hg", "m1").await.unwrap().0.name,
-        "hg"
-    );
-    for (name, member, status) in [
-        ("hg", "a b", 400),
-        ("plain", "m1", 400),
-        ("nope", "m1", 404),
-    ] {
-        assert_eq!(
-            api::consume_group_from(s, name, member)
-                .await
-                .unwrap_err()
-                .status,
-            status
-        );
-    }
-    assert_eq!(
-        api::consume_from(s, "hg", None).await.unwrap_err().status,
-        400
-    );
 }

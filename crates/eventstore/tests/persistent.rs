@@ -1,16 +1,15 @@
 //! Persistent subscriptions on both backends: resumed exactly after the last ack when the store
-//! is opened again, their lifecycle, and their HTTP functions' answers to good and bad input.
+//! is opened again, and their lifecycle
+//! (their HTTP answers are galleon-eventstore-http's tests).
 
 mod support;
 
-use galleon_eventstore::api;
 use galleon_eventstore::{Error, EventFilter, ExpectedVersion, Store};
 use support::{Ctx, collect, event};
 
 on_both_backends!(galleon_eventstore::OpenOptions::default();
     check_resumes_exactly_after_the_last_ack_across_a_restart,
     check_lifecycle_and_errors,
-    check_http_functions,
 );
 
 /// Ten events of the category among five of another; the consumer handles them, acks the
@@ -121,73 +120,4 @@ async fn check_lifecycle_and_errors(ctx: Ctx) {
             Err(Error::InvalidInput(_))
         ));
     }
-}
-
-fn json(r: &api::ApiResponse) -> serde_json::Value {
-    assert_eq!(r.content_type, api::JSON_CONTENT_TYPE);
-    serde_json::from_slice(&r.body).unwrap()
-}
-
-async fn check_http_functions(ctx: Ctx) {
-    let s = &ctx.store;
-    let r = api::create_subscription(s, "h", br#"{"category":"acct","types":["A","B"]}"#).await;
-    assert_eq!(r.status, 200, "{:?}", json(&r));
-    let v = json(&r);
-    assert_eq!(
-        (&v["name"], &v["category"], &v["types"], &v["checkpoint"]),
-        (
-            &"h".into(),
-            &"acct".into(),
-            &serde_json::json!(["A", "B"]),
-            &0.into()
-        )
-    );
-    assert_eq!(api::create_subscription(s, "e", b"").await.status, 200);
-    let end = api::create_subscription(s, "end", br#"{"from":"end"}"#).await;
-    assert_eq!(end.status, 200);
-    for (body, needle) in [
-        (&br#"{"from":"start"}"#[..], "neither a position"),
-        (br#"{"from":-1}"#, "invalid request body"),
-        (br#"{"category":"a-b"}"#, "category"),
-        (br#"{"types":[""]}"#, "type"),
-        (br#"{"colour":"red"}"#, "unknown field"),
-        (b"[", "invalid request body"),
-    ] {
-        let r = api::create_subscription(s, "bad", body).await;
-        let v = json(&r);
-        assert_eq!(r.status, 400, "{v}");
-        assert!(v["error"].as_str().unwrap().contains(needle), "{v}");
-    }
-    let r = api::create_subscription(s, "h", br#"{"category":"other"}"#).await;
-    assert_eq!(r.status, 409);
-    let r = api::create_subscription(s, "no/slash", b"").await;
-    assert_eq!(r.status, 400);
-    let r = api::ack(s, "h", br#"{"position":9}"#).await;
-    assert_eq!((r.status, &json(&r)["checkpoint"]), (200, &10.into()));
-    for body in [&b"{}"[..], br#"{"position":"9"}"#, b"9"] {
-        assert_eq!(api::ack(s, "h", body).await.status, 400);
-    }
-    assert_eq!(api::ack(s, "nope", br#"{"position":1}"#).await.status, 404);
-    let r = api::subscription_info(s, "h").await;
-    assert_eq!(json(&r)["checkpoint"], 10);
-    assert_eq!(api::subscription_info(s, "nope").await.status, 404);
-    let list = json(&api::list_subscriptions(s).await);
-    assert_eq!(list["subscriptions"].as_array().unwrap().len(), 3);
-    // Consuming starts at the checkpoint, or after a further Last-Event-ID.
-    assert_eq!(api::consume_from(s, "h", None).await.unwrap().1, 10);
-    assert_eq!(api::consume_from(s, "h", Some("3")).await.unwrap().1, 10);
-    assert_eq!(api::consume_from(s, "h", Some("30")).await.unwrap().1, 31);
-    assert_eq!(
-        api::consume_from(s, "h", Some("x"))
-            .await
-            .unwrap_err()
-            .status,
-        400
-    );
-    assert_eq!(
-        api::consume_from(s, "nope", None).await.unwrap_err().status,
-        404
-    );
-    assert_eq!(api::delete_subscription(s, "h").await.status, 200);
-    assert_eq!(api::delete_subscription(s, "h").await.status, 404);
 }

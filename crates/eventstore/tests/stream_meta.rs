@@ -1,18 +1,17 @@
 //! Stream metadata, truncate-before and soft delete on both backends: what stream reads show,
-//! appends after a delete continuing the versions, `$all` keeping everything, and the HTTP
-//! functions' answers.
+//! appends after a delete continuing the versions, `$all` keeping everything (the HTTP answers
+//! are galleon-eventstore-http's tests).
 
 mod support;
 
 use std::time::Duration;
 
-use galleon_eventstore::{Direction, Error, ExpectedVersion, StreamMetadata, api};
+use galleon_eventstore::{Direction, Error, ExpectedVersion, StreamMetadata};
 use support::{Ctx, event};
 
 on_both_backends!(galleon_eventstore::OpenOptions::default();
     check_max_count_max_age_and_truncate_before_apply_to_reads,
     check_soft_delete_then_append_continues_versions,
-    check_stream_metadata_http,
 );
 
 fn versions(events: &[galleon_eventstore::RecordedEvent]) -> Vec<u64> {
@@ -202,58 +201,4 @@ async fn check_soft_delete_then_append_continues_versions(ctx: Ctx) {
     );
     // $all keeps every event.
     assert_eq!(support::all_events(s, 6).await.len(), 6);
-}
-
-async fn check_stream_metadata_http(ctx: Ctx) {
-    let s = &ctx.store;
-    let json =
-        |r: &api::ApiResponse| -> serde_json::Value { serde_json::from_slice(&r.body).unwrap() };
-    let limits = api::ApiLimits::default();
-    let body = br#"[{"type":"T","data":{}},{"type":"T","data":{}},{"type":"T","data":{}}]"#;
-    assert_eq!(api::append(s, &limits, "h-1", None, body).await.status, 201);
-    let r = api::set_stream_metadata(s, "h-1", br#"{"max_count":2,"max_age_ms":60000}"#).await;
-    assert_eq!(r.status, 200, "{}", json(&r));
-    let v = json(&api::stream_metadata(s, "h-1").await);
-    assert_eq!(
-        v,
-        serde_json::json!({"stream_id": "h-1", "max_count": 2, "max_age_ms": 60000, "truncate_before": null, "deleted": false})
-    );
-    let r = api::read_stream(s, &limits, "h-1", &[]).await;
-    let got: Vec<u64> = json(&r)["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["version"].as_u64().unwrap())
-        .collect();
-    assert_eq!(got, [1, 2]);
-    for body in [
-        &br#"{"max_count":0}"#[..],
-        br#"{"max_count":-1}"#,
-        br#"{"colour":1}"#,
-        b"[",
-        br#"{"deleted":true}"#,
-    ] {
-        let r = api::set_stream_metadata(s, "h-1", body).await;
-        assert_eq!(r.status, 400, "{}", json(&r));
-    }
-    assert_eq!(api::set_stream_metadata(s, "$bad", b"{}").await.status, 400);
-    let r = api::delete_stream(s, "h-1").await;
-    assert_eq!(
-        (r.status, &json(&r)["truncate_before"]),
-        (200, &3.into()),
-        "{}",
-        json(&r)
-    );
-    assert_eq!(api::read_stream(s, &limits, "h-1", &[]).await.status, 404);
-    assert_eq!(api::delete_stream(s, "h-1").await.status, 404);
-    assert_eq!(api::delete_stream(s, "nope").await.status, 404);
-    let r = api::append(
-        s,
-        &limits,
-        "h-1",
-        Some("no_stream"),
-        br#"[{"type":"T","data":{}}]"#,
-    )
-    .await;
-    assert_eq!((r.status, &json(&r)["first_version"]), (201, &3.into()));
 }

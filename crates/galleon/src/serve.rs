@@ -1,6 +1,6 @@
-//! `galleon serve`: the example site over HTTP/1.1 (see [`galleon_site`] for the routes) and the
-//! event store named by `--events` (see [`crate::events`]): `POST /streams/{id}`,
-//! `GET /streams/{id}`, `GET /all` and `GET /all/subscribe` (server-sent events).
+//! `galleon serve`: the example site over HTTP/1.1 (see [`galleon_site`] for the routes), the
+//! event store named by `--events` with its HTTP API ([`galleon_eventstore_http`]), and the
+//! statistics pages ([`galleon_stats`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -60,10 +60,10 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = galleon_template::DEFAULT_MAX_DEPTH, value_name = "N")]
     max_partial_depth: usize,
     /// Most events one `POST /streams/{id}` may carry (at most the store's own limit, 10,000).
-    #[arg(long, default_value_t = galleon_eventstore::api::MAX_HTTP_APPEND_EVENTS, value_name = "N")]
+    #[arg(long, default_value_t = galleon_eventstore_http::MAX_HTTP_APPEND_EVENTS, value_name = "N")]
     max_append_events: usize,
     /// Largest `limit=` a read of a stream or of `$all` may ask for (at most 10,000).
-    #[arg(long, default_value_t = galleon_eventstore::api::MAX_HTTP_READ_LIMIT, value_name = "N")]
+    #[arg(long, default_value_t = galleon_eventstore_http::MAX_HTTP_READ_LIMIT, value_name = "N")]
     max_read_limit: usize,
     /// Worker threads (default: one per core).
     #[arg(long, value_name = "N")]
@@ -168,7 +168,7 @@ pub(crate) struct Args {
     events_schema: Option<String>,
     /// Seconds of silence after which `GET /all/subscribe` sends a keep-alive comment, so
     /// proxies do not cut an idle subscription.
-    #[arg(long, default_value_t = crate::events::DEFAULT_KEEP_ALIVE.as_secs_f64(), value_name = "SECS")]
+    #[arg(long, default_value_t = galleon_eventstore_http::DEFAULT_KEEP_ALIVE.as_secs_f64(), value_name = "SECS")]
     events_keep_alive: f64,
     /// Batches of the live feed kept for subscribers that fall behind (one reader tails the
     /// store for all of them); a subscriber further behind reads the store itself.
@@ -378,12 +378,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     config.limits.max_head_bytes = args.max_head_bytes;
     config.limits.max_headers = args.max_headers;
     config.limits.max_buffered_body_bytes = args.max_buffered_bodies;
-    let access = crate::events::Access {
+    let access = galleon_eventstore_http::Access {
         read: args.events_read_token.clone(),
         append: args.events_append_token.clone(),
         admin: args.events_admin_token.clone(),
     };
-    access.validate()?;
+    access
+        .validate()
+        .map_err(|e| anyhow::anyhow!("--events-{}-token: {}", e.role, e.rule()))?;
     if args.events != crate::events::EVENTS_OFF && access.is_open() {
         anyhow::ensure!(
             args.addr.ip().is_loopback() || args.events_open,
@@ -483,7 +485,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 events_source = Some(galleon_site::store_figures::source(store.clone()));
                 eprintln!(
                     "galleon: event store {} ({}), API {}",
-                    crate::events::redact(&events.url),
+                    galleon_eventstore_http::redact(&events.url),
                     store.backend_name(),
                     if access.is_open() {
                         "OPEN: no tokens set, anyone who reaches the address may read and append"
@@ -491,16 +493,16 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                         "behind bearer tokens"
                     }
                 );
-                crate::events::mount(
-                    router,
-                    store,
-                    events.keep_alive,
-                    galleon_eventstore::api::ApiLimits {
+                let api = galleon_eventstore_http::EventsApi::new(store)
+                    .with_keep_alive(events.keep_alive)
+                    .with_limits(galleon_eventstore_http::ApiLimits {
                         max_append_events: args.max_append_events,
                         max_read_limit: args.max_read_limit,
-                    },
-                    access.clone(),
-                )
+                        max_body_bytes: args.max_body,
+                    })
+                    .with_access(access.clone());
+                // The server ends its event streams at shutdown.
+                api.mount(router)
             }
             None => router,
         };

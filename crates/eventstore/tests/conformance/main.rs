@@ -14,7 +14,6 @@ use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
-use galleon_eventstore::api::{self, ApiResponse};
 use galleon_eventstore::{
     Direction, Error, EventData, ExpectedVersion, Json, MAX_JSON_DEPTH, OpenOptions, RecordedEvent,
     Store,
@@ -37,23 +36,6 @@ impl Ctx {
             .await
             .expect("reopen")
     }
-}
-
-/// `events` as the JSON body of `POST /streams/{id}` (ids, types, data and metadata as stored).
-fn events_json(events: &[EventData]) -> String {
-    let items: Vec<String> = events
-        .iter()
-        .map(|e| {
-            format!(
-                r#"{{"id":"{}","type":{},"data":{},"metadata":{}}}"#,
-                e.id,
-                serde_json::to_string(&e.event_type).unwrap(),
-                e.data.get(),
-                e.metadata.get()
-            )
-        })
-        .collect();
-    format!("[{}]", items.join(","))
 }
 
 fn event(i: usize) -> EventData {
@@ -219,40 +201,7 @@ async fn all_events(store: &Store, n: usize) -> Vec<RecordedEvent> {
     }
 }
 
-async fn call(
-    store: &Store,
-    method: &str,
-    path: &str,
-    query: Option<&str>,
-    expected: Option<&str>,
-    body: &str,
-) -> ApiResponse {
-    // What the server's router does before calling the API: route by method and path, split the
-    // query into pairs (these tests use no escapes).
-    let pairs: Vec<(&str, &str)> = query
-        .unwrap_or("")
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| p.split_once('=').unwrap_or((p, "")))
-        .collect();
-    let limits = api::ApiLimits::default();
-    match (method, path.strip_prefix("/streams/")) {
-        ("POST", Some(stream)) => {
-            api::append(store, &limits, stream, expected, body.as_bytes()).await
-        }
-        ("GET", Some(stream)) => api::read_stream(store, &limits, stream, &pairs).await,
-        ("GET", None) if path == "/all" => api::read_all(store, &limits, &pairs).await,
-        _ => panic!("{method} {path} is not an API route"),
-    }
-}
-
-fn json_of(r: &ApiResponse) -> serde_json::Value {
-    assert_eq!(r.content_type, "application/json");
-    serde_json::from_slice(&r.body).unwrap()
-}
-
 mod appends;
-mod http_api;
 mod postgres_only;
 mod reads;
 
@@ -268,5 +217,4 @@ on_both_backends!(
     reads::check_subscription_with_100_writers,
     reads::check_dropped_append_future,
     reads::check_reopen_keeps_data,
-    http_api::check_http_api,
 );

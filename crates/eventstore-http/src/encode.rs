@@ -1,91 +1,16 @@
-//! What the HTTP API answers: [`ApiResponse`], errors as `{"error": ...}`, and events as JSON
-//! and as server-sent-event frames, written by hand so stored JSON is copied, not re-encoded.
+//! Events as the API writes them: one JSON object per event (in read bodies and in each
+//! server-sent-events frame), written by hand so stored JSON is copied, not re-encoded.
 
 use bytes::Bytes;
-use serde::Serialize;
+use galleon_eventstore::{RecordedEvent, Timestamp};
 use uuid::Uuid;
 
-use crate::error::Error;
-#[cfg(test)]
-use crate::types::Json;
-use crate::types::RecordedEvent;
+use crate::response::ApiResponse;
 
-/// Content type of every JSON answer.
-pub const JSON_CONTENT_TYPE: &str = "application/json";
-
-/// Content type of the `GET /all/subscribe` answer.
-pub const SSE_CONTENT_TYPE: &str = "text/event-stream";
-
-/// An HTTP response: status, content type and a complete body.
-#[derive(Debug, Clone)]
-pub struct ApiResponse {
-    /// Status code.
-    pub status: u16,
-    /// Value of `Content-Type`.
-    pub content_type: &'static str,
-    /// The body.
-    pub body: Bytes,
-}
-
-impl ApiResponse {
-    pub(crate) fn json<T: Serialize>(status: u16, value: &T) -> ApiResponse {
-        match serde_json::to_vec(value) {
-            Ok(body) => ApiResponse {
-                status,
-                content_type: JSON_CONTENT_TYPE,
-                body: Bytes::from(body),
-            },
-            Err(e) => ApiResponse::error(500, &format!("cannot encode the response: {e}")),
-        }
-    }
-
-    pub(crate) fn error(status: u16, message: &str) -> ApiResponse {
-        #[derive(Serialize)]
-        struct Body<'a> {
-            error: &'a str,
-        }
-        let body = serde_json::to_vec(&Body { error: message }).unwrap_or_else(|_| b"{}".to_vec());
-        ApiResponse {
-            status,
-            content_type: JSON_CONTENT_TYPE,
-            body: Bytes::from(body),
-        }
-    }
-
-    pub(crate) fn from_store_error(e: &Error) -> ApiResponse {
-        match e {
-            Error::WrongExpectedVersion { expected, actual } => {
-                #[derive(Serialize)]
-                struct Body {
-                    error: String,
-                    expected: String,
-                    actual: Option<u64>,
-                }
-                ApiResponse::json(
-                    409,
-                    &Body {
-                        error: e.to_string(),
-                        expected: expected.to_string(),
-                        actual: *actual,
-                    },
-                )
-            }
-            Error::DuplicateEventId(_) => ApiResponse::error(409, &e.to_string()),
-            Error::StreamNotFound(_) | Error::SubscriptionNotFound(_) => {
-                ApiResponse::error(404, &e.to_string())
-            }
-            Error::SubscriptionExists(_) => ApiResponse::error(409, &e.to_string()),
-            Error::InvalidInput(_) => ApiResponse::error(400, &e.to_string()),
-            e if e.is_transient() => {
-                tracing::warn!(error = %e, "event store unavailable");
-                ApiResponse::error(503, "the event store is temporarily unavailable")
-            }
-            e => {
-                tracing::error!(error = %e, "event store request failed");
-                ApiResponse::error(500, "internal error in the event store")
-            }
-        }
-    }
+/// Appends `t` in RFC 3339 (UTC, microseconds), as its `Display` prints it, without the
+/// formatting machinery ([`Timestamp::write_rfc3339`]).
+fn write_timestamp(out: &mut Vec<u8>, t: Timestamp) {
+    t.write_rfc3339(out);
 }
 
 /// Appends `e` as the JSON object `{"id","stream_id","version","position","type","data",
@@ -110,7 +35,7 @@ pub(crate) fn write_event_json(out: &mut Vec<u8>, e: &RecordedEvent) {
     out.extend_from_slice(b",\"metadata\":");
     out.extend_from_slice(e.metadata.get().as_bytes());
     out.extend_from_slice(b",\"recorded_at\":\"");
-    e.recorded_at.write_rfc3339(out);
+    write_timestamp(out, e.recorded_at);
     out.extend_from_slice(b"\"}");
 }
 
@@ -160,11 +85,7 @@ pub(crate) fn read_body(
         Some(n) => write!(out, "{n}}}"),
         None => write!(out, "null}}"),
     };
-    ApiResponse {
-        status: 200,
-        content_type: JSON_CONTENT_TYPE,
-        body: Bytes::from(out),
-    }
+    ApiResponse::raw_json(200, Bytes::from(out))
 }
 
 /// Bytes of an SSE frame beyond its event type and JSON: `id: `, the position, `event: `,
@@ -218,6 +139,7 @@ pub fn sse_frame(event: &RecordedEvent) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use galleon_eventstore::{Json, Timestamp};
 
     fn event(event_type: &str, data: &str) -> RecordedEvent {
         RecordedEvent {
@@ -228,7 +150,7 @@ mod tests {
             event_type: event_type.into(),
             data: Json::from_string(data.into()).unwrap(),
             metadata: Json::empty_object(),
-            recorded_at: crate::Timestamp::from_micros(1_709_251_199_500_000),
+            recorded_at: Timestamp::from_micros(1_709_251_199_500_000),
         }
     }
 
@@ -279,7 +201,7 @@ mod tests {
                 e.id = Uuid::from_u128(0x0123_4567_89ab_cdef_fedc_ba98_7654_3210 * i as u128);
                 e.version = [0, 9, 10, u64::MAX][i % 4];
                 e.position = [0, 1, 99_999, u64::MAX][(i + 1) % 4];
-                e.recorded_at = crate::Timestamp::from_micros(
+                e.recorded_at = Timestamp::from_micros(
                     [
                         0,
                         -1,

@@ -18,7 +18,7 @@
 //!    subscribers that match nothing cost the writers. 3 rounds, the order of the levels
 //!    alternating, medians. Target: 1,000 subscribers at most 20% below 0.
 //! 4. **Fan-out to sockets**: 200 subscribers of `$all` (`Store::subscribe_frames` with
-//!    [`api::sse_frame`], as `galleon serve`: each live batch formatted once, its bytes shared),
+//!    [`sse_frame`], as `galleon serve`: each live batch formatted once, its bytes shared),
 //!    each writing the frames to its own loopback TCP socket (127.0.0.1, pairs made here, a task
 //!    reading and discarding the other end). As `galleon serve` does, a subscriber writes the
 //!    frames ready at once in one gathered write (taking no more once it holds 64 frames or
@@ -41,7 +41,7 @@
 //! Everything runs in this one process on a multi-thread tokio runtime with 2 workers. Run:
 //!
 //! ```text
-//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo bench -p galleon-eventstore --bench consumers
+//! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test cargo bench -p galleon-eventstore-http --bench consumers
 //! ```
 //!
 //! PostgreSQL rows need `DATABASE_URL` (a fresh schema per run, dropped at the end); without it
@@ -57,8 +57,9 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use galleon_eventstore::{
     EventData, EventFilter, ExpectedVersion, FanoutStats, MAX_READ_EVENTS, OpenOptions,
-    RecordedEvent, Store, Subscription, TAIL_BATCH_MAX, api,
+    RecordedEvent, Store, Subscription, TAIL_BATCH_MAX,
 };
+use galleon_eventstore_http::sse_frame;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 

@@ -1,17 +1,22 @@
-//! The HTTP face of persistent subscriptions (see `crate::persistent`): create, inspect, list,
-//! delete, acknowledge; consuming is server-sent events the server drives with
-//! [`consume_from`], [`crate::Store::subscribe`] and [`super::sse_frame`].
+//! The persistent-subscription routes: create, inspect, list, delete, acknowledge, and where a
+//! consumer's event stream starts (the stream itself is `sse.rs`'s).
+//!
+//! Consumer groups: a subscription created with `"partitions": N` splits its streams into `N`
+//! partitions ([`galleon_eventstore::partition_of`]); each member (`?member=NAME`) gets the
+//! events of the partitions it holds, each partition in order from its checkpoint; an ack moves
+//! the checkpoint of the acknowledged event's partition. A member whose stream goes unread for
+//! `member_timeout_ms` (default [`galleon_eventstore::DEFAULT_MEMBER_TIMEOUT`]), or whose
+//! connection closes, loses its partitions to the others; delivery is at least once.
 
 use std::time::Duration;
 
+use galleon_eventstore::{
+    DEFAULT_GROUP_PARTITIONS, GroupSettings, GroupStatus, Store, Subscription, SubscriptionInfo,
+};
 use serde::{Deserialize, Serialize};
 
-use super::query::{after_last_event_id, filter};
-use super::response::ApiResponse;
-use crate::groups::{DEFAULT_GROUP_PARTITIONS, GroupSettings, GroupStatus};
-use crate::store::Store;
-use crate::subscription::Subscription;
-use crate::types::SubscriptionInfo;
+use crate::query::{after_last_event_id, filter};
+use crate::response::ApiResponse;
 
 /// `{"name","category","types","checkpoint","created_at","group"?}`.
 #[derive(Serialize)]
@@ -120,10 +125,10 @@ struct CreateBody {
 /// `PUT /subscriptions/{name}` with `{"from"?: 0 | "end", "category"?, "types"?: [...],
 /// "partitions"?: N, "member_timeout_ms"?: MS}` (an empty body: everything from position 0):
 /// creates the subscription (with `partitions`, a consumer group: see
-/// [`crate::Store::create_group`]; `member_timeout_ms` defaults to
-/// [`crate::DEFAULT_MEMBER_TIMEOUT`]), or returns the existing one if its filter and group
+/// [`Store::create_group`]; `member_timeout_ms` defaults to
+/// [`galleon_eventstore::DEFAULT_MEMBER_TIMEOUT`]), or returns the existing one if its filter and group
 /// settings are the same (its checkpoint kept), 200 either way; 409 when it exists with others.
-pub async fn create_subscription(store: &Store, name: &str, body: &[u8]) -> ApiResponse {
+pub(crate) async fn create_subscription(store: &Store, name: &str, body: &[u8]) -> ApiResponse {
     let body: CreateBody = if body.iter().all(u8::is_ascii_whitespace) {
         CreateBody {
             from: None,
@@ -198,7 +203,7 @@ pub async fn create_subscription(store: &Store, name: &str, body: &[u8]) -> ApiR
 
 /// `GET /subscriptions/{name}`: the subscription and its checkpoint, and for a consumer group
 /// its live members and each partition's checkpoint and owner; 404 when unknown.
-pub async fn subscription_info(store: &Store, name: &str) -> ApiResponse {
+pub(crate) async fn subscription_info(store: &Store, name: &str) -> ApiResponse {
     let info = match store.subscription_info(name).await {
         Ok(info) => info,
         Err(e) => return ApiResponse::from_store_error(&e),
@@ -213,7 +218,7 @@ pub async fn subscription_info(store: &Store, name: &str) -> ApiResponse {
 }
 
 /// `GET /subscriptions`: `{"subscriptions": [...]}`, by name.
-pub async fn list_subscriptions(store: &Store) -> ApiResponse {
+pub(crate) async fn list_subscriptions(store: &Store) -> ApiResponse {
     #[derive(Serialize)]
     struct Body<'a> {
         subscriptions: Vec<InfoBody<'a>>,
@@ -230,7 +235,7 @@ pub async fn list_subscriptions(store: &Store) -> ApiResponse {
 }
 
 /// `DELETE /subscriptions/{name}`: 200 `{"deleted": name}`; 404 when unknown.
-pub async fn delete_subscription(store: &Store, name: &str) -> ApiResponse {
+pub(crate) async fn delete_subscription(store: &Store, name: &str) -> ApiResponse {
     #[derive(Serialize)]
     struct Body<'a> {
         deleted: &'a str,
@@ -245,7 +250,7 @@ pub async fn delete_subscription(store: &Store, name: &str) -> ApiResponse {
 /// is done; 200 `{"name", "checkpoint"}` (the checkpoint never moves back). On a consumer
 /// group: `N` and everything before it of `N`'s partition, 200 `{"name", "checkpoint",
 /// "partition"}`; 400 when no event is stored at `N`.
-pub async fn ack(store: &Store, name: &str, body: &[u8]) -> ApiResponse {
+pub(crate) async fn ack(store: &Store, name: &str, body: &[u8]) -> ApiResponse {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct AckBody {
@@ -286,7 +291,7 @@ pub async fn ack(store: &Store, name: &str, body: &[u8]) -> ApiResponse {
 /// past `Last-Event-ID` when a reconnecting `EventSource` has seen further (its unacknowledged
 /// events are its own to finish). 404 when unknown, 400 for a malformed `Last-Event-ID` and for
 /// a consumer group (consumed with [`consume_group_from`]).
-pub async fn consume_from(
+pub(crate) async fn consume_from(
     store: &Store,
     name: &str,
     last_event_id: Option<&str>,
@@ -307,10 +312,10 @@ pub async fn consume_from(
 }
 
 /// `GET /subscriptions/{name}/events?member=M`: joins consumer group `name` as member `M` and
-/// returns its stream ([`crate::Store::consume_group`]): each of its partitions from its
+/// returns its stream ([`Store::consume_group`]): each of its partitions from its
 /// checkpoint (`Last-Event-ID` does not apply: ids are per partition in order, not across the
 /// stream). 404 when unknown; 400 for a bad member name or a plain subscription.
-pub async fn consume_group_from(
+pub(crate) async fn consume_group_from(
     store: &Store,
     name: &str,
     member: &str,

@@ -307,7 +307,7 @@ pub(super) async fn sse_fanout(store: &Store, window: Duration) -> SseResult {
             .map(|c| {
                 let mut buf = Vec::new();
                 for e in c {
-                    buf.extend_from_slice(&api::sse_frame(e));
+                    buf.extend_from_slice(&sse_frame(e));
                 }
                 (Bytes::from(buf), c.len() as u64)
             })
@@ -329,7 +329,7 @@ pub(super) async fn sse_fanout(store: &Store, window: Duration) -> SseResult {
         .into_iter()
         .map(|socket| {
             tokio::spawn(sse_subscriber(
-                store.subscribe_frames(head, EventFilter::all(), api::sse_frame),
+                store.subscribe_frames(head, EventFilter::all(), sse_frame),
                 socket,
                 delivered.clone(),
             ))
@@ -403,7 +403,7 @@ pub(super) async fn sse_fanout(store: &Store, window: Duration) -> SseResult {
     let t = Instant::now();
     for _ in 0..reps {
         for e in &stored {
-            std::hint::black_box(api::sse_frame(e));
+            std::hint::black_box(sse_frame(e));
         }
     }
     let frame_ns = t.elapsed().as_nanos() as f64 / (reps * stored.len()) as f64;

@@ -1,15 +1,9 @@
 //! The query strings of the read and subscribe routes: numbers, limits, directions, filters.
 
-use super::response::ApiResponse;
-use crate::filter::EventFilter;
-use crate::types::Direction;
+use galleon_eventstore::{Direction, EventFilter};
 
-/// Events returned by a read when the request has no `limit`: the seed benchmark's page size.
-pub const DEFAULT_READ_LIMIT: usize = 100;
-
-/// Largest `limit` a read request may ask for; larger values get a 400. A guess bounding one
-/// response to ~1 MB of typical events.
-pub const MAX_HTTP_READ_LIMIT: usize = 1_000;
+use crate::limits::{DEFAULT_READ_LIMIT, MAX_HTTP_READ_LIMIT};
+use crate::response::ApiResponse;
 
 /// Parsed query parameters of the read routes.
 pub(crate) struct ReadQuery {
@@ -117,18 +111,11 @@ pub(crate) fn parse_number(name: &str, value: &str) -> Result<u64, ApiResponse> 
         })
 }
 
-/// The position a `GET /all/subscribe` should start at: the `from` query parameter, else one
-/// past the `Last-Event-ID` header of a reconnecting `EventSource` (its value is the `id:` of
-/// the last frame, a position), else 0. A 400 response for anything malformed.
-pub fn subscribe_from(
-    query: &[(&str, &str)],
-    last_event_id: Option<&str>,
-) -> Result<u64, ApiResponse> {
-    subscribe_query(query, last_event_id).map(|(from, _)| from)
-}
-
-/// [`subscribe_from`] and the subscription's filter (`category=`, `type=`).
-pub fn subscribe_query(
+/// Where a `GET /all/subscribe` starts, and its filter (`category=`, `type=`): the `from` query
+/// parameter, else one past the `Last-Event-ID` header of a reconnecting `EventSource` (its
+/// value is the `id:` of the last frame, a position), else 0. A 400 for anything malformed.
+/// `limit=` is accepted and has no effect, as before.
+pub(crate) fn subscribe_query(
     query: &[(&str, &str)],
     last_event_id: Option<&str>,
 ) -> Result<(u64, EventFilter), ApiResponse> {
@@ -161,6 +148,13 @@ pub(crate) fn after_last_event_id(last_event_id: Option<&str>) -> Result<u64, Ap
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn subscribe_from(
+        query: &[(&str, &str)],
+        last_event_id: Option<&str>,
+    ) -> Result<u64, ApiResponse> {
+        subscribe_query(query, last_event_id).map(|(from, _)| from)
+    }
 
     #[test]
     fn subscribe_from_rules() {
