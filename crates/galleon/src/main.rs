@@ -4,10 +4,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-mod bench;
 mod events;
 mod hops;
-mod html;
 mod render;
 mod serve;
 mod trace;
@@ -35,7 +33,7 @@ enum Command {
     /// Time one rules match (indexed and by scan) and one deep copy of the set, in-process.
     RulesBench(galleon_site::rules::bench::Args),
     /// Run the macro benchmark suites and save the run; compare, graph or list saved runs.
-    Bench(bench::Args),
+    Bench(galleon_lab::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -47,7 +45,7 @@ fn main() -> ExitCode {
         Command::Hops(args) => hops::run(args),
         Command::GenRules(args) => galleon_site::rules::generate::run(args),
         Command::RulesBench(args) => galleon_site::rules::bench::run(args),
-        Command::Bench(args) => bench::run(args),
+        Command::Bench(args) => galleon_lab::bench::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,12 +1,12 @@
 //! `galleon bench`: the macro benchmarks in one command, their runs saved, compared and drawn.
 //!
-//! - `galleon bench [SUITE...]` runs suites (all by default; see [`suites::SUITES`]), each
+//! - `galleon bench [SUITE...]` runs suites (all by default; see `suites::SUITES`), each
 //!   benchmark in interleaved rounds (median and noise), a progress bar per suite on stderr and
-//!   its table on stdout, and saves the run as JSON in `bench/runs/` ([`runs`]).
-//! - `galleon bench compare [A B]` compares two runs (default: the last two) ([`compare`]); it
+//!   its table on stdout, and saves the run as JSON in `bench/runs/` (`runs.rs`).
+//! - `galleon bench compare [A B]` compares two runs (default: the last two) (`compare.rs`); it
 //!   exits with an error when a guarded benchmark (a ratio to a floor measured in the same run,
 //!   such as `/doom` against a raw sender) got worse beyond its noise.
-//! - `galleon bench graph [-o FILE]` draws every saved run into one HTML file ([`graph`]).
+//! - `galleon bench graph [-o FILE]` draws every saved run into one HTML file (`graph.rs`).
 //! - `galleon bench list` lists the saved runs.
 //!
 //! Micro-benchmarks stay in criterion (`cargo bench`); these are the end-to-end figures one
@@ -31,7 +31,7 @@ use runs::{Run, Saved};
 /// Arguments of `galleon bench`.
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
-pub(crate) struct Args {
+pub struct Args {
     /// `compare`, `graph` or `list`; without one, run suites.
     #[command(subcommand)]
     action: Option<Action>,
@@ -115,7 +115,7 @@ struct GraphArgs {
 }
 
 /// Runs `galleon bench`.
-pub(crate) fn run(args: Args) -> anyhow::Result<()> {
+pub fn run(args: Args) -> anyhow::Result<()> {
     let root = repo_root();
     match args.action {
         None => run_suites(args.run, root.as_deref()),
@@ -357,7 +357,7 @@ fn graph_cmd(a: GraphArgs, root: Option<&Path>) -> anyhow::Result<()> {
         );
     }
     let out = a.output.unwrap_or_else(|| dir.join("report.html"));
-    let html = graph::report(&all, &runs::now_utc());
+    let html = graph::report(&all, &runs::now_utc()).context("rendering the report")?;
     if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
