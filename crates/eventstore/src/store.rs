@@ -1,4 +1,9 @@
 //! [`Store`]: the one API over both backends; subscriptions go through its fan-out.
+//!
+//! `Store::open` and `Store::open_with` (`OpenOptions`) take `sqlite:PATH` or `postgres://...` and
+//! migrate the schema on open; a `Store` is the backend (an enum over both), the handle's fan-out
+//! (`fanout.rs`) and its counters, cheap to clone. Here too: `read_filtered`, `subscribe_all`,
+//! `subscribe`, `subscribe_frames`, `head_position`, `stats`.
 
 #[cfg(feature = "sqlite")]
 use std::path::PathBuf;

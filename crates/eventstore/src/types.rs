@@ -1,4 +1,6 @@
 //! The values that go in and out of a store: events, versions, positions.
+//!
+//! `EventData` goes in, `RecordedEvent` comes out; `Json` is checked once and kept as text.
 
 use std::fmt;
 use std::time::Duration;

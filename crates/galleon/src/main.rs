@@ -1,4 +1,7 @@
-//! The `galleon` command: `serve` the example site, `render` a template, `trace` a response's writes.
+//! The `galleon` command: `serve` the example site, `render` a template, `trace` a response's
+//! writes, `hops` (a running server's CPU-pool histograms), `gen-rules` and `rules-bench` (the
+//! rules example, `galleon_site::rules`) and `bench` (the lab's suites, `galleon_lab::bench`).
+//! An error ending in a broken pipe (`galleon render ... | head`) exits 0.
 
 use std::process::ExitCode;
 

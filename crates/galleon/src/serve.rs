@@ -1,6 +1,13 @@
 //! `galleon serve`: the example site over HTTP/1.1 (see [`galleon_site`] for the routes), the
 //! event store named by `--events` with its HTTP API ([`galleon_eventstore_http`]), and the
 //! statistics pages ([`galleon_stats`]).
+//!
+//! Every flag is range-checked at start, naming it; the open-file limit is raised and
+//! `--max-connections` fitted under it. `serve` mounts the site's pages, compiled pages, rules and
+//! pool routes, the event store (`events.rs`), the diagnostics routes and, with `--trace-endpoint
+//! on`, the trace route; it enables the `x-galleon-write-policy` header, gives the server the CPU
+//! pool (`Server::with_offload`) and its observer (`--stats`, `--access-log`), and joins the pool
+//! at exit.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

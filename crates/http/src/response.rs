@@ -1,4 +1,7 @@
 //! `Response` and its `Body`: a whole [`IoList`], a stream of `IoList` chunks, or a file.
+//!
+//! A `Response` is one pointer to its status, headers, `Body` and optional `WritePolicy`; header
+//! values with invalid bytes are dropped when set (logged).
 
 use std::borrow::Cow;
 use std::fmt;

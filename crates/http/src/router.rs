@@ -1,4 +1,9 @@
 //! `Router`: method + path pattern → [`Handler`], with 404 and 405 answered for it.
+//!
+//! Dispatch (`Router::handle`): 404, 405 with `allow`, `HEAD` by the `GET` route, 400 for a path of
+//! a route's shape whose escapes do not decode (in the route's format with `on_bad_escape`), a
+//! panicking handler as 500. A handler returns `Reply::Ready` (`sync_handler`: no future boxed) or
+//! `Reply::Later`. `Router::handle_routed` also says which route answered, for statistics by route.
 
 use std::fmt;
 use std::future::Future;

@@ -1,4 +1,9 @@
 //! `Server`: the accept loop, the connection cap, and graceful shutdown.
+//!
+//! `Server::with_traces` (record traced responses), `Server::with_offload` (streamed chunks on a
+//! `galleon-offload` pool), `Server::with_observer`. `Server::serve` starts the bulk writers when
+//! it starts serving and shuts them down when it returns; at shutdown it stops accepting, closes
+//! idle connections, lets in-flight responses finish within `shutdown_grace` and aborts the rest.
 
 use std::future::Future;
 use std::io;

@@ -1,5 +1,8 @@
 //! [`ByteCursor`]: appends to a `Vec<u8>` with the write position in a field of its own, so a
 //! writer kept in locals keeps it in a register (stores through the `Vec` cannot clobber it).
+//!
+//! One of the workspace's five files with `unsafe`: each block has a `// SAFETY:` comment, and a
+//! proptest holds the cursor to `extend_from_slice`.
 
 /// An owned `Vec<u8>` being appended to. The bytes written are in the `Vec`'s spare capacity
 /// until [`ByteCursor::into_vec`] commits the length: used by the compiled templates' writer,

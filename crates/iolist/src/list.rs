@@ -1,4 +1,12 @@
 //! `IoList`: the rope itself, its segments and their iteration.
+//!
+//! A segment is a `&'static` slice, a shared `Bytes`, a run of the list's scratch buffer (pieces
+//! copied by `push_copy`; consecutive copies merge into one segment, so a 100x100 table is not
+//! 30,000 iovecs), a slice of a pinned allocation (`pin`: one reference for the whole list, none
+//! per slice) or a shared nested list. Empty pieces are never stored. The pins stand at the front
+//! of the segment table, which keeps the struct at 72 bytes on 64-bit targets (moved with inline
+//! stores); a list of copies only has no table and drops without a walk; `push_vec` adopts a filled
+//! `Vec` as the scratch buffer without another allocation.
 
 use std::fmt;
 use std::mem::ManuallyDrop;

@@ -1,4 +1,7 @@
 //! `WritePolicy` (when to copy, how many iovecs per call) and `WriteStats` (what a write did).
+//!
+//! The presets (`default`, `flatten`, `vectored`) and `WritePolicy`'s `FromStr`: the one parser for
+//! the CLI's `--write-policy` and the server's per-request policy header.
 
 use std::fmt;
 use std::ops::AddAssign;

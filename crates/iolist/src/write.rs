@@ -11,6 +11,11 @@
 //!
 //! The loop works in batches: it fills up to `max_iov` entries from the list (coalescing short runs
 //! into the writer's reusable buffer), writes the batch until it is gone, then fills the next.
+//!
+//! A batch copies at most about 1 MiB (`MAX_BATCH_COPY`), so a slow reader's connection holds that
+//! much, not its page; a coalescing buffer over 64 KiB goes back to a small process-wide pool after
+//! the write. Blocking (`std::io::Write`) and tokio (`AsyncWrite`) front ends share the planner and
+//! the accounting; an installed `WriteTracer` sees every call's iovecs.
 
 use std::io::{self, IoSlice, Write};
 use std::ops::Range;

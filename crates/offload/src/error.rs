@@ -1,4 +1,6 @@
 //! What a job's caller gets instead of its result.
+//!
+//! `OffloadError`: `Panicked`, `QueueFull` (`try_run`), `ShutDown`.
 
 /// Why [`Pool::run`](crate::Pool::run) returned no result.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,4 +1,8 @@
 //! [`Kind`]: a named class of jobs, with its policy, cost model, counters and histograms.
+//!
+//! `Kind::switch_point` is the size where the cost model switches; where the estimates prefer
+//! inline (`fast_inline`), jobs run untimed and unlocked but for one in 16 (`SAMPLE_EVERY`) per
+//! thread.
 
 use crate::adaptive::{BUCKETS, CostModel, Route, bucket_of, envelope};
 use crate::policy::Policy;

@@ -1,4 +1,7 @@
 //! Where a job runs: [`Policy`] and its parser for a CLI flag.
+//!
+//! `Policy::Inline`, `Policy::Offload`, `Policy::Adaptive { max_overhead, latency_budget }` (10%, 1
+//! ms by default).
 
 use std::fmt;
 use std::str::FromStr;

@@ -1,4 +1,10 @@
 //! [`Pool`]: the threads, the kinds, and `run`.
+//!
+//! `Pool::kind` names a class of jobs; `run`/`try_run` run a job inline or on a pool thread as the
+//! kind's policy says (a panic is `OffloadError::Panicked` and the pool goes on); `try_inline` +
+//! `offload` are the hot path that boxes no future unless the job leaves; `snapshot`, `shutdown`,
+//! `join`. A resample never queues behind a saturated pool. For a job estimated under `await_spin`
+//! (10 µs) the awaiting task keeps its worker polling, so the hop back costs no thread wake-up.
 
 use crate::adaptive::Route;
 use crate::error::{OffloadError, panic_message};

@@ -7,7 +7,7 @@
 //! | `GET /hash?cost=N` | an Argon2id hash of N passes over 8 MiB (a job of many milliseconds), kind `hash` |
 //! | `GET /_galleon/offload` | the pool and every kind as JSON (counts, hop and run histograms, estimates); loopback peers only |
 //!
-//! Page renders (kind `render:/NAME`, see `site.rs`) and streamed chunks (`stream-chunk`) use the
+//! Page renders (kind `render:/NAME`, see `pages.rs`) and streamed chunks (`stream-chunk`) use the
 //! same pool. Under the adaptive policy a chunk runs where the model puts it (a template's
 //! chunks: inline, on the bulk writer that writes the stream), and always on the pool when streams
 //! are written on the request workers (`--bulk-writers 0`). `galleon hops` prints the endpoint's

@@ -10,6 +10,10 @@
 //! byte-identical to `galleon render site/pages/blah.html.eex --assign iters=N`; the layout wraps
 //! only the index. The templates are [`Templates`]: reloaded while serving (`--watch`, SIGHUP,
 //! `POST /templates/reload`), each request rendered by one version.
+//!
+//! A page's render error is a one-line 400 when the request's query caused it (a query that does
+//! not decode, a value the page reads and the request lacks, a value that does not fit) and a 500
+//! otherwise (`render_failed`), never with template source: the located error goes to the log.
 
 use std::cell::OnceCell;
 use std::collections::HashMap;

@@ -1,4 +1,8 @@
 //! A per-thread handle on a [`Shared`] value for the hottest read paths.
+//!
+//! `LocalCache`: a thread's reference to the current version (kept in a `thread_local!` by its
+//! user), checked with one atomic load of the version counter per read; it holds the last version
+//! until the thread's next read.
 
 use std::sync::Arc;
 

@@ -1,4 +1,8 @@
 //! [`Reloader`]: a [`Shared`] value kept equal to what a file says, when the file says it well.
+//!
+//! `Reloader::reload` and `reload_if_changed` (size, modification time and inode, then a hash of
+//! the contents) run one at a time; a refused file (unreadable, over `DEFAULT_MAX_BYTES`,
+//! malformed, invalid) is logged with its located error and the previous version keeps serving.
 
 use std::error::Error;
 use std::fmt;

@@ -1,5 +1,7 @@
 //! The `#[template(...)]` attribute, the template's sources (with its partials), and the
 //! struct's fields (the assigns).
+//!
+//! Options: `path` or `source`, `name`, `trim`, `copy_below`, `native`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,11 @@
 //! The engine: loads and compiles templates once, links partials, and starts renders.
+//!
+//! Renders: `render`/`render_with` (whole), `stream`/`stream_with` (chunks), `render_or_stream`
+//! (whole up to a bound, else what was rendered plus a `RenderStream` continuing from there) and
+//! `render_in_layout`. Programs of the straight shape are first rendered without the VM
+//! (`vm/straight.rs`); a render that gives up is done again by the VM. `EngineBuilder` sets `trim`
+//! and registered functions. A template is named by string or by a `TemplateId`, looked up once and
+//! checked against the engine's catalog by its serial number.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;

@@ -1,4 +1,7 @@
 //! Values: what assigns hold and what expressions compute.
+//!
+//! `Value` and `Assigns` (from JSON, `Assigns::from_json`, or any `serde::Serialize`,
+//! `Assigns::from_serialize`); strings are shared `Bytes`, so a long clean one is referenced.
 
 use std::borrow::Borrow;
 use std::collections::BTreeMap;

@@ -1,5 +1,10 @@
 //! The schema: versioned migrations (`migrations/*.sql`), applied on open under an advisory
 //! lock, and the rules for schema names.
+//!
+//! The history, never edited: `0005` adds `recorded_at` and the indexes by category and type,
+//! `0006` the `subscriptions` table, `0007` each stream's last position (appends from two processes
+//! keep version order), `0008` consumer groups, `0009` stream metadata. A database newer than the
+//! build is refused.
 
 use crate::error::{Error, Result};
 

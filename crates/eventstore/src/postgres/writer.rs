@@ -1,6 +1,10 @@
 //! The batching writer: appends routed to one writer task per core, stored one transaction at a
 //! time per writer (a lone append directly, concurrent ones as a group commit: one check of
 //! every expected version, one binary COPY of all their events, one commit).
+//!
+//! Routing (`StreamRoutes`): an append goes to the writer that has appends of its stream pending,
+//! else to the least busy; when no writer has anything queued or running, the caller runs it at
+//! once as `galleon_append`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,5 +1,10 @@
 //! The embedded backend: one SQLite file in WAL mode, one writer thread with group commit,
 //! readers on their own connections and threads. `subscriptions`: persistent subscriptions' rows.
+//!
+//! The writer commits up to 128 appends per transaction (`MAX_GROUP_COMMIT_CALLS`), each in a
+//! SAVEPOINT, with `synchronous=FULL`; reads run on a `galleon-offload` pool of their own (4
+//! threads by default, a connection each). Schema versions are `MIGRATIONS`; a newer database is
+//! refused.
 
 mod groups;
 mod meta;

@@ -1,5 +1,9 @@
 //! Expressions and patterns to [`Code`] and [`PatCode`]: names resolved (variables to slots,
 //! `@assigns` to indexes, functions to built-ins, registered functions or partials).
+//!
+//! Phoenix's `assigns[:name]` (nil when not given) and `assigns.name` read as `@name`. A call of a
+//! built-in that takes a function (`Enum.map(xs, fn x -> ... end)`) compiles to
+//! `CodeKind::HigherOrder`, told apart here so that other built-ins pay no check.
 
 use crate::ast::{BinOp, Expr, ExprKind, FnClause, Pattern, Qualifier, Span};
 use crate::builtins::{self, Builtin};

@@ -1,6 +1,11 @@
 //! Compiler: the syntax tree to a [`Program`]: a flat list of ops with jumps, all static text in
 //! one shared buffer, variables resolved to slots, and constant output folded into the text.
 //! Expressions and patterns are compiled in `expr.rs`.
+//!
+//! A loop whose body is static text alone (Blah, Doom) also gets a `Repeat`: the body repeated back
+//! to back up to 32 KiB (`REPEAT_BLOCK`) at the end of the same text, so a render outputs many
+//! iterations as one reference, still charging a step per iteration and pausing where the
+//! one-by-one loop would (`tests/repeat.rs`).
 
 mod expr;
 

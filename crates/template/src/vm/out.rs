@@ -1,5 +1,10 @@
 //! Where a render's output goes: small pieces gathered in a buffer that becomes one segment,
 //! long ones referenced; and how a value is written (escaped or not).
+//!
+//! Static text under `copy_below` and values' strings and safe HTML under `value_copy_below` (4 KiB
+//! by default) are copied into the buffer, longer ones referenced; integers are written in place.
+//! The list pins a program's text at its first reference, once per render, so a static reference
+//! costs no reference count (a value's costs one) and a page of copies only pins nothing.
 
 use bytes::Bytes;
 use galleon_iolist::{IoList, escape_html_into};

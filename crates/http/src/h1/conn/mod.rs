@@ -1,6 +1,12 @@
 //! One connection: read a head, read its body, run the handler, write the response; repeat while
 //! the connection is kept alive. Requests are answered strictly in order, so pipelined requests
 //! simply wait in the read buffer.
+//!
+//! Every wait has a timeout (`timed`: one lazy timer per connection, armed only when an operation
+//! would wait) and every size a limit (`config.rs`). A request body must arrive whole within
+//! `body_read_timeout` and fit the budget all connections share (`max_buffered_body_bytes`; 503
+//! before it is read), held until its response is written. A streamed body or a large file hands
+//! the whole connection to the bulk writers for that response (`for_bulk`, `in_bulk`).
 
 use std::future::Future;
 use std::io;

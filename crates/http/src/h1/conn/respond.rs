@@ -1,5 +1,11 @@
 //! Writing one response on a connection: the head and a whole body in one gathered write, a
 //! file with `sendfile`, or a stream of chunks; each under the connection's write timeout.
+//!
+//! The response's write policy (its own, or the server's) is set here for every kind of body. A
+//! file goes out in 1 MiB slices, each under the write timeout; an iterator body's chunks come
+//! through `h1/chunks.rs`. Before a connection's first streamed body or file it bounds the socket's
+//! unsent bytes (`TCP_NOTSENT_LOWAT`, `h1/unsent.rs`); for a reader with the raised bound, chunks
+//! that are ready at once go out in the same write.
 
 use std::io;
 
