@@ -6,8 +6,19 @@
 //! rendered off the async workers.
 //!
 //! - [`Templates`]: a shared [`Engine`] (cheap to clone: one reference count), usable as axum
-//!   `State`. [`Templates::render`] renders whole up to a bound (4 MiB by default) and streams
-//!   past it; [`Templates::render_whole`] and [`Templates::stream`] force one or the other.
+//!   `State`. [`Templates::render`] renders whole up to a bound ([`DEFAULT_FULL_BODY_MAX`],
+//!   4 MiB, the same constant as `galleon serve`'s) and streams past it;
+//!   [`Templates::render_whole`] and [`Templates::stream`] force one or the other;
+//!   [`Templates::render_in_layout`] renders a page inside a layout (as `@inner_content`).
+//! - [`TemplatesBuilder`] ([`Templates::builder`]): EEx's `trim`, functions registered from
+//!   Rust, the copy thresholds (`copy_below`, `value_copy_below`), limits, the write policy and
+//!   the bounds; then [`load`](TemplatesBuilder::load) a directory, or
+//!   [`watch`](TemplatesBuilder::watch) it: hot reload, polled, swapped in atomically, the last
+//!   good templates kept when the newest do not compile.
+//! - [`dev_error_page`]: an opt-in middleware ([`TemplatesBuilder::dev_errors`]) that shows a
+//!   watched directory's compile error, located with its caret, to loopback peers only.
+//! - [`LoadError`]: why templates did not load; its `Debug` is its `Display` (the caret
+//!   message), so `?` in `main` prints the located error, not a struct.
 //! - [`Page`]: what a handler returns; `IntoResponse` with `content-type: text/html;
 //!   charset=utf-8`. Its body is a [`PageBody`], an [`http_body::Body`] a hyper service can
 //!   also return directly ([`Page::into_http`]).
@@ -16,7 +27,8 @@
 //! - [`RenderError`]: a failed render as a response: `500`, the error logged through `tracing`
 //!   (template name, line, source), and none of it in the body.
 //!
-//! The five lines an axum user writes (a handler, the engine, the router, the listener, serve):
+//! The five lines an axum user writes (a handler, the engine, the router, the listener, serve;
+//! hot reload and the development page: [`TemplatesBuilder`]'s example):
 //!
 //! ```no_run
 //! use axum::{Router, extract::State, routing::get};
@@ -48,14 +60,22 @@
 #![forbid(unsafe_code)]
 
 mod body;
+mod builder;
 pub mod compiled;
+mod dev;
 mod page;
+mod reload;
 mod templates;
 
 pub use body::{BodyError, PageBody};
+pub use builder::{LoadError, TemplatesBuilder};
 pub use compiled::Compiled;
+pub use dev::dev_error_page;
 pub use page::{Page, RenderError};
 pub use templates::{DEFAULT_CHUNK_BYTES, DEFAULT_FULL_BODY_MAX, Templates};
+
+/// Default poll interval for [`TemplatesBuilder::watch`]: twice a second (`galleon-state`'s).
+pub use galleon_state::DEFAULT_POLL_INTERVAL;
 
 // What a handler needs to name, without a direct dependency on the template crate.
 pub use galleon_template::{Assigns, Engine, TemplateId, Value};

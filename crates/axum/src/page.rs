@@ -1,11 +1,13 @@
 //! `Page` and `RenderError`: a render, or its failure, as an axum response.
 
 use std::fmt;
+use std::sync::Arc;
 
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 
 use crate::body::PageBody;
+use crate::dev::DevError;
 
 /// `content-type` of a [`Page`] unless set otherwise.
 const HTML: &str = "text/html; charset=utf-8";
@@ -35,6 +37,9 @@ pub struct Page {
     status: StatusCode,
     content_type: HeaderValue,
     body: PageBody,
+    /// Rendered by the last good templates while the newest failed to compile, with the
+    /// development page on: the error, for [`dev_error_page`](crate::dev_error_page).
+    dev_error: Option<Arc<str>>,
 }
 
 impl Page {
@@ -44,7 +49,13 @@ impl Page {
             status: StatusCode::OK,
             content_type: HeaderValue::from_static(HTML),
             body,
+            dev_error: None,
         }
+    }
+
+    pub(crate) fn with_dev_error(mut self, error: Option<Arc<str>>) -> Page {
+        self.dev_error = error;
+        self
     }
 
     /// The same page with another status.
@@ -81,6 +92,9 @@ impl Page {
         *r.status_mut() = self.status;
         r.headers_mut()
             .insert(header::CONTENT_TYPE, self.content_type);
+        if let Some(error) = self.dev_error {
+            r.extensions_mut().insert(DevError(error));
+        }
         r
     }
 }
@@ -94,7 +108,10 @@ impl IntoResponse for Page {
 /// A render that failed (a missing template, a limit, a value of the wrong type), as a
 /// response: `500 Internal Server Error` with a one-line body that says nothing about the
 /// template; the error itself (template name, line, column, the source line) is logged at
-/// `error` level through `tracing` when the response is made.
+/// `error` level through `tracing` when the response is made. (The one exception is the opt-in
+/// development page: a render by the last good templates of a watched directory whose newest
+/// files do not compile shows that compile error to loopback peers; see
+/// [`dev_error_page`](crate::dev_error_page).)
 ///
 /// # Examples
 /// ```
@@ -113,6 +130,8 @@ impl IntoResponse for Page {
 #[derive(Debug)]
 pub struct RenderError {
     error: galleon_template::Error,
+    /// As [`Page`]'s: the compile error of the newest templates, for the development page.
+    dev_error: Option<Arc<str>>,
 }
 
 /// The body of a [`RenderError`]'s response.
@@ -128,11 +147,19 @@ impl RenderError {
     pub fn into_error(self) -> galleon_template::Error {
         self.error
     }
+
+    pub(crate) fn with_dev_error(mut self, error: Option<Arc<str>>) -> RenderError {
+        self.dev_error = error;
+        self
+    }
 }
 
 impl From<galleon_template::Error> for RenderError {
     fn from(error: galleon_template::Error) -> RenderError {
-        RenderError { error }
+        RenderError {
+            error,
+            dev_error: None,
+        }
     }
 }
 
@@ -151,7 +178,7 @@ impl std::error::Error for RenderError {
 impl IntoResponse for RenderError {
     fn into_response(self) -> Response {
         tracing::error!(error = %self.error, kind = ?self.error.kind(), "template render failed");
-        (
+        let mut response = (
             StatusCode::INTERNAL_SERVER_ERROR,
             [(
                 header::CONTENT_TYPE,
@@ -159,6 +186,10 @@ impl IntoResponse for RenderError {
             )],
             ERROR_BODY,
         )
-            .into_response()
+            .into_response();
+        if let Some(error) = self.dev_error {
+            response.extensions_mut().insert(DevError(error));
+        }
+        response
     }
 }

@@ -31,9 +31,9 @@ use galleon_template::{Assigns, ErrorKind, Limits, Rendered, Value};
 use crate::templates::{CopyBelow, Templates};
 
 /// A page that ends within this many bytes is sent whole with `content-length`; a longer one is
-/// streamed. 4 MiB: ten times the seed's largest page (410 KB), small enough that 1000
-/// concurrent renders stay under 4 GiB.
-pub const DEFAULT_FULL_BODY_MAX: usize = 4 * 1024 * 1024;
+/// streamed: `--full-body-max`'s default, the one value `galleon-axum` uses too (4 MiB; defined,
+/// and its choice explained, in `galleon-template`).
+pub use galleon_template::DEFAULT_FULL_BODY_MAX;
 
 /// How the site renders: the bounds `galleon serve` takes as flags.
 #[derive(Debug, Clone)]

@@ -687,6 +687,13 @@ impl EngineBuilder {
     }
 }
 
+/// The usual `max_whole` of [`Engine::render_or_stream`] for a web server: a page that ends
+/// within 4 MiB is sent whole, with `content-length`; a longer one is streamed (chunked). 4 MiB is
+/// ten times the seed's largest page (410 KB), and small enough that 1000 concurrent whole
+/// renders stay under 4 GiB. One value for every server of the workspace: `galleon serve`'s
+/// `--full-body-max` default (`galleon-site`) and `galleon-axum`'s `Templates`.
+pub const DEFAULT_FULL_BODY_MAX: usize = 4 * 1024 * 1024;
+
 /// What [`Engine::render_or_stream`] produced.
 #[derive(Debug)]
 pub enum Rendered {

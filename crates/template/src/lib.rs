@@ -204,9 +204,9 @@ pub mod syntax {
 }
 
 pub use engine::{
-    DEFAULT_COPY_BELOW, DEFAULT_MAX_DEPTH, DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STEPS,
-    DEFAULT_VALUE_COPY_BELOW, Engine, EngineBuilder, Limits, RenderStream, Rendered, TemplateId,
-    TemplateRef,
+    DEFAULT_COPY_BELOW, DEFAULT_FULL_BODY_MAX, DEFAULT_MAX_DEPTH, DEFAULT_MAX_OUTPUT,
+    DEFAULT_MAX_STEPS, DEFAULT_VALUE_COPY_BELOW, Engine, EngineBuilder, Limits, RenderStream,
+    Rendered, TemplateId, TemplateRef,
 };
 pub use error::{Error, ErrorKind, Location};
 pub use function::{FromValue, IntoFunction, IntoResult};
