@@ -11,6 +11,7 @@ mod events;
 mod hops;
 mod render;
 mod serve;
+mod site_args;
 mod trace;
 
 /// galleon: templates compiled to I/O lists, served with one gathered write.
@@ -32,9 +33,9 @@ enum Command {
     /// Print the CPU pool's hop and run-time histograms of a running server, per job kind.
     Hops(hops::Args),
     /// Write a reproducible rule set (the rules example of `serve`: GET /rules/match).
-    GenRules(galleon_site::rules::generate::Args),
+    GenRules(site_args::GenRulesArgs),
     /// Time one rules match (indexed and by scan) and one deep copy of the set, in-process.
-    RulesBench(galleon_site::rules::bench::Args),
+    RulesBench(site_args::RulesBenchArgs),
     /// Run the macro benchmark suites and save the run; compare, graph or list saved runs.
     Bench(galleon_lab::bench::Args),
 }
@@ -46,8 +47,8 @@ fn main() -> ExitCode {
         Command::Render(args) => render::run(args),
         Command::Trace(args) => trace::run(args),
         Command::Hops(args) => hops::run(args),
-        Command::GenRules(args) => galleon_site::rules::generate::run(args),
-        Command::RulesBench(args) => galleon_site::rules::bench::run(args),
+        Command::GenRules(args) => args.run(),
+        Command::RulesBench(args) => args.run(),
         Command::Bench(args) => galleon_lab::bench::run(args),
     };
     match result {

@@ -3,11 +3,12 @@
 //! statistics pages ([`galleon_stats`]).
 //!
 //! Every flag is range-checked at start, naming it; the open-file limit is raised and
-//! `--max-connections` fitted under it. `serve` mounts the site's pages, compiled pages, rules and
-//! pool routes, the event store (`events.rs`), the diagnostics routes and, with `--trace-endpoint
-//! on`, the trace route; it enables the `x-galleon-write-policy` header, gives the server the CPU
-//! pool (`Server::with_offload`) and its observer (`--stats`, `--access-log`), and joins the pool
-//! at exit.
+//! `--max-connections` fitted under it. `serve` opens the site (`galleon_site::Site::open`: pages,
+//! compiled pages, rules, pool routes, reload triggers) from its flags (`site_args.rs`), and adds
+//! the event store (`events.rs`), the diagnostics routes and, with `--trace-endpoint on`, the
+//! trace route; it enables the `x-galleon-write-policy` header, gives the server the CPU pool
+//! (`Server::with_offload`) and its observer (`--stats`, `--access-log`), and joins the pool at
+//! exit.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -209,10 +210,10 @@ pub(crate) struct Args {
     diagnostics_open: bool,
     /// The CPU pool (renders, stream chunks, /seal, /hash).
     #[command(flatten)]
-    offload: galleon_site::offload::OffloadArgs,
+    offload: crate::site_args::OffloadArgs,
     /// The rules example (`GET /rules/match`, reloaded while serving).
     #[command(flatten)]
-    rules: galleon_site::rules::RulesArgs,
+    rules: crate::site_args::RulesArgs,
 }
 
 fn parse_on_off(s: &str) -> Result<bool, String> {
@@ -246,13 +247,6 @@ const MAX_HEADERS: usize = 1024;
 /// open-file limit: the listener, the runtime's epoll and wake-up descriptors, standard streams,
 /// static files being sent, the event store's database files or connections. A guess with room.
 const FD_RESERVE: u64 = 64;
-
-/// Largest `--chunk-bytes`: 64 MiB. Each streaming connection holds up to three chunks.
-const MAX_CHUNK_BYTES: usize = 64 * 1024 * 1024;
-
-/// Largest `--full-body-max`: a page is held whole in memory up to this bound, once per
-/// connection rendering it.
-const MAX_FULL_BODY_MAX: usize = 1024 * 1024 * 1024;
 
 /// A duration flag in seconds: more than 0, at most [`MAX_DURATION`].
 fn secs(v: f64, what: &str) -> anyhow::Result<Duration> {
@@ -307,26 +301,18 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     config.trace_writes = args.trace_writes;
     let trace_endpoint = args.trace_endpoint.unwrap_or(false);
     config.policy_header = Some(POLICY_HEADER);
-    anyhow::ensure!(
-        (1..=MAX_CHUNK_BYTES).contains(&args.chunk_bytes),
-        "--chunk-bytes {}: expected 1 to {MAX_CHUNK_BYTES} bytes",
-        args.chunk_bytes
-    );
-    anyhow::ensure!(
-        (1..=MAX_FULL_BODY_MAX).contains(&args.full_body_max),
-        "--full-body-max {}: expected 1 to {MAX_FULL_BODY_MAX} bytes",
-        args.full_body_max
-    );
-    anyhow::ensure!(
-        args.max_template_steps >= 1,
-        "--max-template-steps 0: a render needs at least one step"
-    );
-    anyhow::ensure!(
-        (1..=galleon_template::DEFAULT_MAX_DEPTH).contains(&args.max_partial_depth),
-        "--max-partial-depth {}: expected 1 to {} (each level is a frame on the rendering thread's stack)",
-        args.max_partial_depth,
-        galleon_template::DEFAULT_MAX_DEPTH
-    );
+    let pages = galleon_site::pages::PagesConfig {
+        stream_chunk: args.chunk_bytes,
+        full_body_max: args.full_body_max,
+        value_copy_below: args.value_copy_below,
+        limits: galleon_template::Limits {
+            max_steps: args.max_template_steps,
+            max_depth: args.max_partial_depth,
+            ..galleon_template::Limits::default()
+        },
+        watch: args.watch,
+    };
+    pages.validate()?;
     anyhow::ensure!(
         (1..=galleon_eventstore::MAX_APPEND_EVENTS).contains(&args.max_append_events),
         "--max-append-events {}: expected 1 to {}",
@@ -459,33 +445,29 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let workers = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
-    let (cpu, work_limits) = galleon_site::offload::pool(&args.offload, bulk_writers)?;
-    let site_options = galleon_site::pages::SiteOptions {
-        stream_chunk: args.chunk_bytes,
-        full_body_max: args.full_body_max,
-        value_copy_below: args.value_copy_below,
-        limits: galleon_template::Limits {
-            max_steps: args.max_template_steps,
-            max_depth: args.max_partial_depth,
-            ..galleon_template::Limits::default()
-        },
-        watch: args.watch,
-        cpu: cpu.clone(),
+    let site_config = galleon_site::SiteConfig {
+        dir: args.site.clone(),
+        pages,
+        offload: args.offload.config(),
+        rules: args.rules.config(),
+        bulk_writers,
+        diagnostics_open: args.diagnostics_open,
+        reload_on_sighup: true,
     };
-    let (router, templates) = galleon_site::pages::router(&args.site, site_options.clone())
-        .with_context(|| format!("loading the site in {}", args.site.display()))?;
-    // The same templates compiled into Rust (`/compiled/...`), beside the runtime pages.
-    let router = galleon_site::compiled_pages::routes(router, &args.site, &site_options)?;
 
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();
     rt.worker_threads(workers.max(1));
     let rt = rt.build()?;
     rt.block_on(async move {
-        // In the runtime: the rules' SIGHUP handler needs it. Kept until the server stops.
-        let (router, _rules) = galleon_site::rules::mount(router, &args.site, &args.rules)?;
-        let router = galleon_site::offload::mount(router, &cpu, work_limits, args.diagnostics_open);
-        let _template_watch = watch_templates(&templates)?;
+        // In the runtime: the SIGHUP handlers are tasks on it. The guards live until the server
+        // stops.
+        let galleon_site::Site {
+            router,
+            cpu,
+            guards: _site_guards,
+            ..
+        } = galleon_site::Site::open(site_config)?;
         let mut events_source = None;
         let router = match crate::events::open(&events).await? {
             Some(store) => {
@@ -565,29 +547,4 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         );
         anyhow::Ok(())
     })
-}
-
-/// The templates' reload triggers: SIGHUP always, and under `--watch` a thread polling the files.
-/// Must run inside the runtime (for SIGHUP); the returned watch stops polling when dropped.
-fn watch_templates(
-    templates: &galleon_site::templates::Templates,
-) -> anyhow::Result<Option<galleon_state::Watch>> {
-    let on_hup = templates.clone();
-    galleon_state::on_sighup(move || {
-        let _ = on_hup.reload();
-    })
-    .context("installing the SIGHUP handler")?;
-    if !templates.watching() {
-        return Ok(None);
-    }
-    let polled = templates.clone();
-    let watch = galleon_state::Watch::every(
-        "galleon-templates-watch",
-        galleon_state::DEFAULT_POLL_INTERVAL,
-        move || {
-            let _ = polled.reload_if_changed();
-        },
-    )?;
-    eprintln!("galleon: watching the templates for changes");
-    Ok(Some(watch))
 }

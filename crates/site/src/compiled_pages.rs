@@ -14,7 +14,7 @@ use galleon_template::compiled::{self, Rendered, Template};
 use galleon_template::{Assigns, Error, ErrorKind, Value};
 use galleon_template_derive::Template;
 
-use crate::pages::{SiteOptions, render_failed};
+use crate::pages::{PagesConfig, render_failed};
 
 /// `/compiled/doom` without `?iters=`: the runtime page's default (30 GB).
 const DOOM_DEFAULT_ITERS: i64 = 100_000_000;
@@ -76,7 +76,7 @@ struct Data {
 
 /// Adds `/compiled/blah`, `/compiled/blah-split`, `/compiled/doom`, `/compiled/big-table` and
 /// `/compiled/teams` to `router`; the data files are read from `dir/data/` now.
-pub fn routes(router: Router, dir: &Path, options: &SiteOptions) -> anyhow::Result<Router> {
+pub fn routes(router: Router, dir: &Path, options: &PagesConfig) -> anyhow::Result<Router> {
     let read = |page: &str| -> anyhow::Result<Option<Assigns>> {
         let path = dir.join("data").join(format!("{page}.json"));
         if !path.exists() {
@@ -222,25 +222,16 @@ mod tests {
     use bytes::Bytes;
     use galleon_http::Method;
     use galleon_offload::Pool;
-    use galleon_template::Limits;
 
     fn site_dir() -> std::path::PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../site")
     }
 
-    fn options(full_body_max: usize) -> SiteOptions {
-        let cpu = Pool::new(galleon_offload::Config {
-            threads: 1,
-            ..galleon_offload::Config::default()
-        })
-        .unwrap();
-        SiteOptions {
+    fn options(full_body_max: usize) -> PagesConfig {
+        PagesConfig {
             stream_chunk: 4096,
             full_body_max,
-            value_copy_below: galleon_template::DEFAULT_VALUE_COPY_BELOW,
-            limits: Limits::default(),
-            watch: false,
-            cpu,
+            ..PagesConfig::default()
         }
     }
 
@@ -266,7 +257,13 @@ mod tests {
     async fn compiled_routes_answer_like_the_runtime_ones() {
         let dir = site_dir();
         for full_body_max in [crate::pages::DEFAULT_FULL_BODY_MAX, 1000] {
-            let (runtime, _templates) = crate::pages::router(&dir, options(full_body_max)).unwrap();
+            let cpu = Pool::new(galleon_offload::Config {
+                threads: 1,
+                ..galleon_offload::Config::default()
+            })
+            .unwrap();
+            let (runtime, _templates) =
+                crate::pages::router(&dir, &options(full_body_max), &cpu).unwrap();
             let compiled = routes(Router::new(), &dir, &options(full_body_max)).unwrap();
             for target in [
                 "/blah?iters=3",

@@ -1,4 +1,4 @@
-//! The CPU pool of `galleon serve` (seed 001's dirty schedulers, `galleon-offload`): its flags,
+//! The CPU pool of `galleon serve` (seed 001's dirty schedulers, `galleon-offload`): its config,
 //! the routes of the seed's jobs, and the loopback-only endpoint with the pool's histograms.
 //!
 //! | route | what |
@@ -43,55 +43,58 @@ pub const DEFAULT_PRIORITY: Priority = Priority::Normal;
 const MAX_QUEUE: usize = 1 << 20;
 const MAX_THREADS: usize = 1024;
 
-/// The pool's flags of `galleon serve`.
-#[derive(Debug, clap::Args)]
-pub struct OffloadArgs {
-    /// Where CPU work (page renders, stream chunks, /seal, /hash) runs: inline (on the request's
-    /// worker), offload (always on the pool), or adaptive (by its measured cost: inline while
-    /// the hop would be over 10% of the job, never inline over 1 ms; `adaptive:0.1:1000us`).
-    #[arg(long, default_value = "adaptive", value_name = "POLICY")]
-    offload: Policy,
-    /// Pool threads (0: one per core). Never pinned.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    offload_threads: usize,
-    /// The pool threads' scheduling class (Linux): normal (at --offload-nice) or idle
-    /// (SCHED_IDLE: a request worker that wakes preempts them at once, but offloaded jobs get
-    /// only the CPU no other thread wants, and crawl while anything else keeps the cores busy).
-    #[arg(long, default_value_t = DEFAULT_PRIORITY, value_name = "idle|normal")]
-    offload_priority: Priority,
-    /// The pool threads' nice value under --offload-priority normal (Linux): above 0, request
-    /// workers get more of the CPU than pool threads. 0: as the server. Unused under idle.
-    #[arg(long, default_value_t = DEFAULT_NICE, value_name = "0-19")]
-    offload_nice: i32,
-    /// Jobs waiting for a pool thread at most; past it a request waits for room.
-    #[arg(long, default_value_t = DEFAULT_QUEUE, value_name = "N")]
-    offload_queue: usize,
+/// The CPU pool and the seed jobs' bounds (`galleon serve`'s `--offload*`, `--max-seal-bytes`,
+/// `--max-hash-cost`); `Default` is the flags' defaults.
+#[derive(Debug, Clone)]
+pub struct OffloadConfig {
+    /// Where CPU work (page renders, stream chunks, /seal, /hash) runs.
+    pub policy: Policy,
+    /// Pool threads (0: one per core).
+    pub threads: usize,
+    /// The pool threads' scheduling class.
+    pub priority: Priority,
+    /// The pool threads' nice value under [`Priority::Normal`] (0 to 19).
+    pub nice: i32,
+    /// Jobs waiting for a pool thread at most.
+    pub queue: usize,
     /// Most bytes one /seal request seals.
-    #[arg(long, default_value_t = work::DEFAULT_MAX_SEAL_BYTES, value_name = "BYTES")]
-    max_seal_bytes: usize,
+    pub max_seal_bytes: usize,
     /// Most Argon2id passes one /hash request runs.
-    #[arg(long, default_value_t = work::DEFAULT_MAX_HASH_COST, value_name = "N")]
-    max_hash_cost: u32,
+    pub max_hash_cost: u32,
 }
 
-/// Builds the pool the flags describe; range errors name the flag. `bulk_writers` is the
-/// server's `--bulk-writers`: where streamed pages are written, which decides where their chunks
-/// may be computed.
-pub fn pool(args: &OffloadArgs, bulk_writers: usize) -> anyhow::Result<(Pool, WorkLimits)> {
+impl Default for OffloadConfig {
+    fn default() -> OffloadConfig {
+        OffloadConfig {
+            policy: Policy::default(),
+            threads: 0,
+            priority: DEFAULT_PRIORITY,
+            nice: DEFAULT_NICE,
+            queue: DEFAULT_QUEUE,
+            max_seal_bytes: work::DEFAULT_MAX_SEAL_BYTES,
+            max_hash_cost: work::DEFAULT_MAX_HASH_COST,
+        }
+    }
+}
+
+/// Builds the pool `args` describes; range errors name `galleon serve`'s flag. `bulk_writers` is
+/// the server's `--bulk-writers`: where streamed pages are written, which decides where their
+/// chunks may be computed.
+pub fn pool(args: &OffloadConfig, bulk_writers: usize) -> anyhow::Result<(Pool, WorkLimits)> {
     anyhow::ensure!(
-        args.offload_threads <= MAX_THREADS,
+        args.threads <= MAX_THREADS,
         "--offload-threads {}: expected 0 (one per core) to {MAX_THREADS}",
-        args.offload_threads
+        args.threads
     );
     anyhow::ensure!(
-        (0..=19).contains(&args.offload_nice),
+        (0..=19).contains(&args.nice),
         "--offload-nice {}: expected 0 to 19",
-        args.offload_nice
+        args.nice
     );
     anyhow::ensure!(
-        (1..=MAX_QUEUE).contains(&args.offload_queue),
+        (1..=MAX_QUEUE).contains(&args.queue),
         "--offload-queue {}: expected 1 to {MAX_QUEUE}",
-        args.offload_queue
+        args.queue
     );
     anyhow::ensure!(
         (1..=work::MAX_SEAL_BYTES).contains(&args.max_seal_bytes),
@@ -106,14 +109,14 @@ pub fn pool(args: &OffloadArgs, bulk_writers: usize) -> anyhow::Result<(Pool, Wo
         work::MAX_HASH_COST
     );
     let pool = Pool::new(Config {
-        threads: args.offload_threads,
-        queue_capacity: args.offload_queue,
-        policy: args.offload,
-        nice: args.offload_nice,
-        priority: args.offload_priority,
+        threads: args.threads,
+        queue_capacity: args.queue,
+        policy: args.policy,
+        nice: args.nice,
+        priority: args.priority,
         ..Config::default()
     })?;
-    if bulk_writers == 0 && matches!(args.offload, Policy::Adaptive { .. }) {
+    if bulk_writers == 0 && matches!(args.policy, Policy::Adaptive { .. }) {
         // Streams written on the request workers: their chunks leave the workers whatever they
         // cost. With readers slow the pool is parked between chunks, and its measured hop makes
         // the model keep them inline, where they delay light requests

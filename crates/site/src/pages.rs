@@ -35,21 +35,67 @@ use crate::templates::{CopyBelow, Templates};
 /// and its choice explained, in `galleon-template`).
 pub use galleon_template::DEFAULT_FULL_BODY_MAX;
 
-/// How the site renders: the bounds `galleon serve` takes as flags.
+/// How the site renders: the bounds `galleon serve` takes as flags (`--chunk-bytes`,
+/// `--full-body-max`, `--value-copy-below`, `--max-template-steps`, `--max-partial-depth`,
+/// `--watch`); `Default` is the flags' defaults.
 #[derive(Debug, Clone)]
-pub struct SiteOptions {
-    /// Bytes rendered per chunk of a streamed page.
+pub struct PagesConfig {
+    /// Bytes rendered per chunk of a streamed page (1 to 64 MiB).
     pub stream_chunk: usize,
     /// Pages that end within this many bytes are sent whole; longer ones are streamed.
     pub full_body_max: usize,
-    /// `--value-copy-below`: values' strings shorter than this are copied at render time.
+    /// Values' strings shorter than this are copied at render time, longer ones referenced.
     pub value_copy_below: usize,
     /// The template engine's step and nesting limits.
     pub limits: Limits,
-    /// `--watch`: recompile changed templates, and show a compile error on the pages.
+    /// Recompile changed templates (polled), and show a compile error on the pages.
     pub watch: bool,
-    /// Where renders run (inline or on the pool, by the `--offload` policy).
-    pub cpu: Pool,
+}
+
+impl Default for PagesConfig {
+    fn default() -> PagesConfig {
+        PagesConfig {
+            stream_chunk: DEFAULT_STREAM_CHUNK,
+            full_body_max: DEFAULT_FULL_BODY_MAX,
+            value_copy_below: galleon_template::DEFAULT_VALUE_COPY_BELOW,
+            limits: Limits::default(),
+            watch: false,
+        }
+    }
+}
+
+/// Largest `--chunk-bytes`: 64 MiB. Each streaming connection holds up to three chunks.
+const MAX_CHUNK_BYTES: usize = 64 * 1024 * 1024;
+
+/// Largest `--full-body-max`: a page is held whole in memory up to this bound, once per
+/// connection rendering it.
+const MAX_FULL_BODY_MAX: usize = 1024 * 1024 * 1024;
+
+impl PagesConfig {
+    /// Refuses an out-of-range bound, naming `galleon serve`'s flag.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            (1..=MAX_CHUNK_BYTES).contains(&self.stream_chunk),
+            "--chunk-bytes {}: expected 1 to {MAX_CHUNK_BYTES} bytes",
+            self.stream_chunk
+        );
+        anyhow::ensure!(
+            (1..=MAX_FULL_BODY_MAX).contains(&self.full_body_max),
+            "--full-body-max {}: expected 1 to {MAX_FULL_BODY_MAX} bytes",
+            self.full_body_max
+        );
+        anyhow::ensure!(
+            self.limits.max_steps >= 1,
+            "--max-template-steps 0: a render needs at least one step"
+        );
+        anyhow::ensure!(
+            (1..=galleon_template::DEFAULT_MAX_DEPTH).contains(&self.limits.max_depth),
+            "--max-partial-depth {}: expected 1 to {} (each level is a frame on the rendering thread's stack)",
+            self.limits.max_depth,
+            galleon_template::DEFAULT_MAX_DEPTH
+        );
+        Ok(())
+    }
 }
 
 /// Default chunk size of a streamed page: 256 KiB, the same as `galleon render`. Downloads of
@@ -115,8 +161,12 @@ struct Page {
 }
 
 /// Builds the site's router from `dir` (`pages/`, `data/`, `static/`, `layout.html.eex`), and
-/// the templates it renders with (for the reload triggers).
-pub fn router(dir: &Path, options: SiteOptions) -> anyhow::Result<(Router, Templates)> {
+/// the templates it renders with (for the reload triggers); renders run inline or on `cpu`.
+pub fn router(
+    dir: &Path,
+    options: &PagesConfig,
+    cpu: &Pool,
+) -> anyhow::Result<(Router, Templates)> {
     let copy = CopyBelow {
         text: SERVE_COPY_BELOW,
         values: options.value_copy_below,
@@ -142,7 +192,7 @@ pub fn router(dir: &Path, options: SiteOptions) -> anyhow::Result<(Router, Templ
         stream_chunk: options.stream_chunk.max(1),
         full_body_max: options.full_body_max,
         seq: AtomicU64::new(0x2545_f491_4f6c_dd1d),
-        cpu: options.cpu.clone(),
+        cpu: cpu.clone(),
     });
 
     let mut router = Router::new();
@@ -164,7 +214,7 @@ pub fn router(dir: &Path, options: SiteOptions) -> anyhow::Result<(Router, Templ
                 "dynamic-strings" => Some(STRING_POOL),
                 _ => None,
             },
-            kind: options.cpu.kind(&format!("render:{path}")),
+            kind: cpu.kind(&format!("render:{path}")),
             page,
         });
         router = router.get(&path, PageHandler { site, page });
@@ -432,15 +482,7 @@ mod tests {
             ..galleon_offload::Config::default()
         })
         .unwrap();
-        let options = SiteOptions {
-            stream_chunk: DEFAULT_STREAM_CHUNK,
-            full_body_max: DEFAULT_FULL_BODY_MAX,
-            value_copy_below: galleon_template::DEFAULT_VALUE_COPY_BELOW,
-            limits: Limits::default(),
-            watch: false,
-            cpu,
-        };
-        let (router, templates) = router(dir.path(), options).unwrap();
+        let (router, templates) = router(dir.path(), &PagesConfig::default(), &cpu).unwrap();
         std::fs::write(dir.path().join("pages/p.html.eex"), "v2").unwrap();
         let post = |peer: &str| {
             Request::new(Method::Post, "/templates/reload", &[], Bytes::new())

@@ -12,19 +12,13 @@ use serde_json::Value as Json;
 
 use super::set::{RuleSet, SetLimits};
 
-/// Arguments of `galleon rules-bench`.
-#[derive(Debug, clap::Args)]
+/// Arguments of `galleon rules-bench` (the binary owns the flags).
+#[derive(Debug, Clone)]
 pub struct Args {
     /// The rules file.
-    #[arg(
-        long = "rules",
-        default_value = "site/data/rules.json",
-        value_name = "FILE"
-    )]
-    file: PathBuf,
+    pub file: PathBuf,
     /// Rounds over the query mix (256 queries each) for the indexed match.
-    #[arg(long, default_value_t = 400, value_name = "N")]
-    rounds: u32,
+    pub rounds: u32,
 }
 
 /// The query mix: four shapes, values taken from rules spread over the set so every query

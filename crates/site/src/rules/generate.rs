@@ -8,23 +8,17 @@ use std::path::PathBuf;
 use anyhow::Context;
 use serde_json::Value as Json;
 
-/// Arguments of `galleon gen-rules`.
-#[derive(Debug, clap::Args)]
+/// Arguments of `galleon gen-rules` (the binary owns the flags).
+#[derive(Debug, Clone)]
 pub struct Args {
     /// Seed of the generator: another seed, other rules.
-    #[arg(long, default_value_t = 3)]
-    seed: u64,
+    pub seed: u64,
     /// Number of rules.
-    #[arg(long, default_value_t = 5000, value_name = "N")]
-    count: usize,
-    /// The `revision` label every rule carries (the version marker a response names); default
-    /// `seed-SEED`.
-    #[arg(long, value_name = "LABEL")]
-    revision: Option<String>,
-    /// Write here instead of stdout (through a temporary file renamed into place, so a server
-    /// watching the file never reads half of it).
-    #[arg(short, long, value_name = "FILE")]
-    output: Option<PathBuf>,
+    pub count: usize,
+    /// The `revision` label every rule carries; `None`: `seed-SEED`.
+    pub revision: Option<String>,
+    /// Write here instead of stdout (through a temporary file renamed into place).
+    pub output: Option<PathBuf>,
 }
 
 /// Most rules `gen-rules` makes: the default `--rules-max-rules`.

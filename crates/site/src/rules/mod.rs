@@ -56,9 +56,10 @@ pub const DEFAULT_MAX_RULES: usize = generate::MAX_COUNT;
 pub const DEFAULT_POLL_MS: u64 = 500;
 
 /// How a request reaches the rules (module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
     /// A snapshot of the one shared version: no lock, no copy.
+    #[default]
     Shared,
     /// A deep copy of the whole set per request (the Elixir Agent pattern).
     Copy,
@@ -66,30 +67,34 @@ pub enum Mode {
     Pool,
 }
 
-/// The rules flags of `galleon serve`.
-#[derive(Debug, clap::Args)]
-pub struct RulesArgs {
-    /// The rule set served at /rules/match (generate one with `galleon gen-rules`). Default:
-    /// SITE/data/rules.json when it exists (the routes are left out when it does not).
-    #[arg(long = "rules", value_name = "FILE")]
-    file: Option<PathBuf>,
-    /// How requests reach the rules: shared (a snapshot), copy (a deep copy per request) or
-    /// pool (a deep copy per worker thread).
-    #[arg(long, value_enum, default_value_t = Mode::Shared)]
-    rules_mode: Mode,
-    /// Most rules one /rules/match response lists (`_limit=` may ask for fewer).
-    #[arg(long, default_value_t = DEFAULT_MAX_RESULTS, value_name = "N")]
-    rules_max_results: usize,
-    /// Largest rules file read, in bytes (a larger one is refused like a malformed one).
-    #[arg(long, default_value_t = DEFAULT_MAX_BYTES, value_name = "BYTES")]
-    rules_max_bytes: u64,
+/// The rules example's settings (`galleon serve`'s `--rules*`); `Default` is the flags' defaults.
+#[derive(Debug, Clone)]
+pub struct RulesConfig {
+    /// The rule set; `None`: `SITE/data/rules.json` when it exists (no rules routes otherwise).
+    pub file: Option<PathBuf>,
+    /// How requests reach the rules.
+    pub mode: Mode,
+    /// Most rules one /rules/match response lists.
+    pub max_results: usize,
+    /// Largest rules file read, in bytes.
+    pub max_bytes: u64,
     /// Most rules a rules file may hold.
-    #[arg(long, default_value_t = DEFAULT_MAX_RULES, value_name = "N")]
-    rules_max_rules: usize,
-    /// Milliseconds between checks of the rules file for a change; 0 checks never (reload with
-    /// SIGHUP or POST /rules/reload).
-    #[arg(long, default_value_t = DEFAULT_POLL_MS, value_name = "MS")]
-    rules_poll_ms: u64,
+    pub max_rules: usize,
+    /// Milliseconds between checks of the file for a change; 0 checks never.
+    pub poll_ms: u64,
+}
+
+impl Default for RulesConfig {
+    fn default() -> RulesConfig {
+        RulesConfig {
+            file: None,
+            mode: Mode::Shared,
+            max_results: DEFAULT_MAX_RESULTS,
+            max_bytes: DEFAULT_MAX_BYTES,
+            max_rules: DEFAULT_MAX_RULES,
+            poll_ms: DEFAULT_POLL_MS,
+        }
+    }
 }
 
 /// What keeps the rules' reloading alive: drop it to stop the file polling.
@@ -98,10 +103,15 @@ pub struct Running {
     _watch: Option<Watch>,
 }
 
-/// Loads the rules and mounts their routes on `router`, with reloading on change, SIGHUP and
-/// `POST /rules/reload`. Must run inside the tokio runtime (for SIGHUP). A rules file given with
-/// `--rules` must load; the default one may be missing (then no rules routes).
-pub fn mount(router: Router, site: &Path, args: &RulesArgs) -> anyhow::Result<(Router, Running)> {
+/// Loads the rules and mounts their routes on `router`, with reloading on change, on SIGHUP when
+/// `on_sighup` (then it must run inside a tokio runtime) and on `POST /rules/reload`. A rules
+/// file named in `args.file` must load; the default one may be missing (then no rules routes).
+pub fn mount(
+    router: Router,
+    site: &Path,
+    args: &RulesConfig,
+    on_sighup: bool,
+) -> anyhow::Result<(Router, Running)> {
     let none = Running { _watch: None };
     let path = match &args.file {
         Some(p) => p.clone(),
@@ -114,41 +124,43 @@ pub fn mount(router: Router, site: &Path, args: &RulesArgs) -> anyhow::Result<(R
         }
     };
     anyhow::ensure!(
-        (1..=MAX_MAX_RESULTS).contains(&args.rules_max_results),
+        (1..=MAX_MAX_RESULTS).contains(&args.max_results),
         "--rules-max-results {}: expected 1 to {MAX_MAX_RESULTS}",
-        args.rules_max_results
+        args.max_results
     );
     anyhow::ensure!(
-        (1..=MAX_MAX_BYTES).contains(&args.rules_max_bytes),
+        (1..=MAX_MAX_BYTES).contains(&args.max_bytes),
         "--rules-max-bytes {}: expected 1 to {MAX_MAX_BYTES}",
-        args.rules_max_bytes
+        args.max_bytes
     );
     anyhow::ensure!(
-        (1..=MAX_MAX_RESULTS).contains(&args.rules_max_rules),
+        (1..=MAX_MAX_RESULTS).contains(&args.max_rules),
         "--rules-max-rules {}: expected 1 to {MAX_MAX_RESULTS}",
-        args.rules_max_rules
+        args.max_rules
     );
     anyhow::ensure!(
-        args.rules_poll_ms == 0 || (10..=3_600_000).contains(&args.rules_poll_ms),
+        args.poll_ms == 0 || (10..=3_600_000).contains(&args.poll_ms),
         "--rules-poll-ms {}: expected 0 (off) or 10 to 3600000",
-        args.rules_poll_ms
+        args.poll_ms
     );
     let limits = SetLimits {
-        max_rules: args.rules_max_rules,
+        max_rules: args.max_rules,
     };
-    let reloader = Reloader::load_limited(&path, args.rules_max_bytes, move |p, b| {
+    let reloader = Reloader::load_limited(&path, args.max_bytes, move |p, b| {
         RuleSet::parse(p, b, limits).map_err(Into::into)
     })
     .with_context(|| format!("loading the rules in {}", path.display()))?;
-    let watch = match args.rules_poll_ms {
+    let watch = match args.poll_ms {
         0 => None,
         ms => Some(reloader.watch(Duration::from_millis(ms))?),
     };
-    let on_hup = reloader.clone();
-    galleon_state::on_sighup(move || {
-        let _ = on_hup.reload();
-    })
-    .context("installing the SIGHUP handler")?;
+    if on_sighup {
+        let on_hup = reloader.clone();
+        galleon_state::on_sighup(move || {
+            let _ = on_hup.reload();
+        })
+        .context("installing the SIGHUP handler")?;
+    }
     {
         let set = reloader.shared().snapshot();
         eprintln!(
@@ -156,12 +168,12 @@ pub fn mount(router: Router, site: &Path, args: &RulesArgs) -> anyhow::Result<(R
             path.display(),
             set.len(),
             set.revision(),
-            args.rules_mode
+            args.mode
         );
     }
 
     let shared = reloader.shared().clone();
-    let (mode, max) = (args.rules_mode, args.rules_max_results);
+    let (mode, max) = (args.mode, args.max_results);
     let router = router
         .get(
             "/rules/match",

@@ -1,0 +1,146 @@
+//! The site's one entry point: [`Site::open`] builds every route of the example site (pages,
+//! compiled pages, static files, rules, the seed jobs and the pool's statistics) from a
+//! [`SiteConfig`], with the CPU pool they run on and the reload triggers that must live as long
+//! as the server.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use galleon_http::Router;
+use galleon_offload::Pool;
+use galleon_state::Watch;
+
+use crate::offload::OffloadConfig;
+use crate::pages::PagesConfig;
+use crate::rules::RulesConfig;
+use crate::templates::Templates;
+
+/// Everything the site is built from; `Default` is `galleon serve`'s defaults (the site in
+/// `./site`, SIGHUP reloading on).
+#[derive(Debug, Clone)]
+pub struct SiteConfig {
+    /// The site directory: `pages/*.html.eex`, `data/*.json`, `static/`, `layout.html.eex`.
+    pub dir: PathBuf,
+    /// How pages render and whether templates are watched.
+    pub pages: PagesConfig,
+    /// The CPU pool and the seed jobs' bounds.
+    pub offload: OffloadConfig,
+    /// The rules example.
+    pub rules: RulesConfig,
+    /// The server's bulk writers (`ServerConfig::bulk_writers`): with none, streamed pages are
+    /// written on the request workers, so their chunks always go to the pool.
+    pub bulk_writers: usize,
+    /// Let any peer read `/_galleon/offload`, not only loopback ones.
+    pub diagnostics_open: bool,
+    /// Reload the templates and the rules on SIGHUP (a task on the current tokio runtime).
+    pub reload_on_sighup: bool,
+}
+
+impl Default for SiteConfig {
+    fn default() -> SiteConfig {
+        SiteConfig {
+            dir: PathBuf::from("site"),
+            pages: PagesConfig::default(),
+            offload: OffloadConfig::default(),
+            rules: RulesConfig::default(),
+            bulk_writers: galleon_http::default_bulk_writers(),
+            diagnostics_open: false,
+            reload_on_sighup: true,
+        }
+    }
+}
+
+/// The example site, ready to serve: its router, the pool its renders and jobs run on (give it
+/// to `Server::with_offload` and `join` it after the server stops), its templates, and the
+/// guards of its reloading.
+#[derive(Debug)]
+pub struct Site {
+    /// Every route of the site.
+    pub router: Router,
+    /// The CPU pool of the renders, stream chunks, `/seal` and `/hash`.
+    pub cpu: Pool,
+    /// The templates the pages render with (reloadable).
+    pub templates: Templates,
+    /// Keep while serving: dropping it stops the rules' file polling and the template watch.
+    pub guards: Guards,
+}
+
+/// What keeps the site's background reloading alive (the rules' polling, `--watch`'s thread).
+#[derive(Debug)]
+pub struct Guards {
+    _rules: crate::rules::Running,
+    _templates: Option<Watch>,
+}
+
+impl Site {
+    /// Checks `config`, starts the pool, loads the templates, data files and rules, and mounts
+    /// every route. Call it inside a tokio runtime when `config.reload_on_sighup` (the SIGHUP
+    /// handlers are tasks on it). Errors name `galleon serve`'s flag of a bad bound.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn main() -> anyhow::Result<()> {
+    /// let rt = tokio::runtime::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let site = galleon_site::Site::open(galleon_site::SiteConfig {
+    ///         dir: "site".into(),
+    ///         ..galleon_site::SiteConfig::default()
+    ///     })?;
+    ///     let listener = tokio::net::TcpListener::bind("127.0.0.1:4000").await?;
+    ///     galleon_http::Server::new(site.router, galleon_http::ServerConfig::default())
+    ///         .with_offload(site.cpu.clone())
+    ///         .serve(listener, galleon_http::shutdown_signal())
+    ///         .await?;
+    ///     site.cpu.join();
+    ///     anyhow::Ok(())
+    /// })
+    /// # }
+    /// ```
+    pub fn open(config: SiteConfig) -> anyhow::Result<Site> {
+        config.pages.validate()?;
+        let (cpu, work_limits) = crate::offload::pool(&config.offload, config.bulk_writers)?;
+        let dir = &config.dir;
+        let (router, templates) = crate::pages::router(dir, &config.pages, &cpu)
+            .with_context(|| format!("loading the site in {}", dir.display()))?;
+        // The same templates compiled into Rust (`/compiled/...`), beside the runtime pages.
+        let router = crate::compiled_pages::routes(router, dir, &config.pages)?;
+        let (router, rules) =
+            crate::rules::mount(router, dir, &config.rules, config.reload_on_sighup)?;
+        let router = crate::offload::mount(router, &cpu, work_limits, config.diagnostics_open);
+        let watch = watch_templates(&templates, config.reload_on_sighup)?;
+        Ok(Site {
+            router,
+            cpu,
+            templates,
+            guards: Guards {
+                _rules: rules,
+                _templates: watch,
+            },
+        })
+    }
+}
+
+/// The templates' reload triggers: SIGHUP when `on_sighup`, and when watching a thread polling
+/// the files (stopped when the returned watch is dropped).
+fn watch_templates(templates: &Templates, on_sighup: bool) -> anyhow::Result<Option<Watch>> {
+    if on_sighup {
+        let on_hup = templates.clone();
+        galleon_state::on_sighup(move || {
+            let _ = on_hup.reload();
+        })
+        .context("installing the SIGHUP handler")?;
+    }
+    if !templates.watching() {
+        return Ok(None);
+    }
+    let polled = templates.clone();
+    let watch = Watch::every(
+        "galleon-templates-watch",
+        galleon_state::DEFAULT_POLL_INTERVAL,
+        move || {
+            let _ = polled.reload_if_changed();
+        },
+    )?;
+    eprintln!("galleon: watching the templates for changes");
+    Ok(Some(watch))
+}
