@@ -3,8 +3,6 @@
 //! kept when the newest files fail. The same behaviour as `galleon serve --watch`
 //! (`galleon-site`'s `templates.rs`), over the same `galleon-state` pieces.
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -114,39 +112,9 @@ fn without_dir(message: &str, dir: &Path) -> String {
     }
 }
 
-/// A hash of every `*.eex` file under `dir`: names and contents (modification times are too
-/// coarse to see two quick saves of a file of the same size). Unreadable entries count by name
-/// and error.
+/// The `*.eex` files' fingerprint, as [`galleon_template::Engine::load`] finds them.
 fn fingerprint(dir: &Path) -> u64 {
-    let mut files = Vec::new();
-    collect_eex(dir, dir, &mut files);
-    files.sort();
-    let mut h = DefaultHasher::new();
-    for (name, path) in files {
-        name.hash(&mut h);
-        match std::fs::read(&path) {
-            Ok(bytes) => bytes.hash(&mut h),
-            Err(e) => e.kind().hash(&mut h),
-        }
-    }
-    h.finish()
-}
-
-/// `(name, path)` of every `*.eex` file under `dir`, as [`galleon_template::Engine::load`]
-/// finds them.
-fn collect_eex(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            collect_eex(root, &path, out);
-        } else if path.extension().is_some_and(|e| e == "eex") {
-            let name = path.strip_prefix(root).unwrap_or(&path);
-            out.push((name.to_string_lossy().into_owned(), path));
-        }
-    }
+    galleon_state::fingerprint(dir, "eex")
 }
 
 #[cfg(test)]
@@ -169,20 +137,5 @@ mod tests {
             "t.html.eex:1:2: oops at/2",
             "a located message is left as it is"
         );
-    }
-
-    #[test]
-    fn a_fingerprint_changes_with_names_and_contents() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("a.html.eex"), "1").unwrap();
-        std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
-        let one = fingerprint(dir.path());
-        std::fs::write(dir.path().join("notes.txt"), "y").unwrap();
-        assert_eq!(fingerprint(dir.path()), one, "only *.eex files count");
-        std::fs::write(dir.path().join("a.html.eex"), "2").unwrap();
-        let two = fingerprint(dir.path());
-        assert_ne!(two, one);
-        std::fs::rename(dir.path().join("a.html.eex"), dir.path().join("b.html.eex")).unwrap();
-        assert_ne!(fingerprint(dir.path()), two);
     }
 }

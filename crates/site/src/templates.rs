@@ -9,8 +9,6 @@
 //! loopback peers, like Phoenix's debug page, until the file is fixed; other peers get a plain 500.
 
 use std::cell::RefCell;
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -215,36 +213,9 @@ fn page_ids(engine: &Engine, pages: &[String]) -> Result<Vec<TemplateId>, galleo
         .collect()
 }
 
-/// A hash of every `*.eex` file under `dir`: names and contents (modification times are too
-/// coarse to see two quick saves of a file of the same size). Unreadable entries count by name.
+/// The `*.eex` files' fingerprint, as [`galleon_template::Engine::load`] finds them.
 fn fingerprint(dir: &Path) -> u64 {
-    let mut files = Vec::new();
-    collect_eex(dir, dir, &mut files);
-    files.sort();
-    let mut h = DefaultHasher::new();
-    for (name, path) in files {
-        name.hash(&mut h);
-        match std::fs::read(&path) {
-            Ok(bytes) => bytes.hash(&mut h),
-            Err(e) => e.kind().hash(&mut h),
-        }
-    }
-    h.finish()
-}
-
-fn collect_eex(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            collect_eex(root, &path, out);
-        } else if path.extension().is_some_and(|e| e == "eex") {
-            let name = path.strip_prefix(root).unwrap_or(&path);
-            out.push((name.to_string_lossy().into_owned(), path));
-        }
-    }
+    galleon_state::fingerprint(dir, "eex")
 }
 
 #[cfg(test)]

@@ -31,11 +31,13 @@
 //! assert_eq!(config.snapshot().value(), "v2");
 //! ```
 
+mod fingerprint;
 mod local;
 mod reload;
 mod shared;
 mod watch;
 
+pub use fingerprint::fingerprint;
 pub use local::LocalCache;
 pub use reload::{DEFAULT_MAX_BYTES, ParseError, ReloadError, Reloader};
 pub use shared::{Shared, Snapshot, Versioned};

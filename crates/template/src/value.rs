@@ -274,6 +274,30 @@ impl From<u32> for Value {
     }
 }
 
+/// Integer types that always fit an `i64`.
+macro_rules! from_small_int {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Value {
+            fn from(i: $t) -> Value {
+                Value::Int(i.into())
+            }
+        }
+    )*};
+}
+from_small_int!(i8, i16, u8, u16);
+
+/// Counts and lengths (`len()`, sizes): an integer, or as JSON numbers do past `i64::MAX`, a float.
+macro_rules! from_wide_int {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Value {
+            fn from(i: $t) -> Value {
+                i64::try_from(i).map_or(Value::Float(i as f64), Value::Int)
+            }
+        }
+    )*};
+}
+from_wide_int!(u64, usize, i128, u128, isize);
+
 impl From<f64> for Value {
     fn from(x: f64) -> Value {
         Value::Float(x)
@@ -485,6 +509,21 @@ mod tests {
                 Value::Nil
             ])
         );
+    }
+
+    #[test]
+    fn rust_integers_become_ints_or_floats_as_json_numbers_do() {
+        let mut a = Assigns::new();
+        a.insert("len", vec![1, 2, 3].len());
+        a.insert("small", 7u8);
+        a.insert("big", u64::MAX);
+        assert_eq!(a.get("len"), Some(&Value::Int(3)));
+        assert_eq!(a.get("small"), Some(&Value::Int(7)));
+        assert_eq!(
+            a.get("big"),
+            Some(&Value::from(serde_json::json!(u64::MAX)))
+        );
+        assert_eq!(Value::from(-5isize), Value::Int(-5));
     }
 
     #[test]

@@ -3,9 +3,9 @@
 //! HTTP API behind bearer tokens, and the statistics pages (`/_galleon`, `/metrics`).
 //! `main.rs` serves it; `tests/app.rs` drives it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use galleon_eventstore::Store;
 use galleon_eventstore_http::{Access, EventsApi};
@@ -35,9 +35,13 @@ pub fn app(
 ) -> Result<App, Box<dyn std::error::Error>> {
     let compile = |dir: &Path| Engine::builder().trim(true).load(dir);
     let templates = Shared::new(compile(dir)?);
-    let (cell, dir, mut seen) = (templates.clone(), dir.to_owned(), stamp(dir));
+    let (cell, dir, mut seen) = (
+        templates.clone(),
+        dir.to_owned(),
+        galleon_state::fingerprint(dir, "eex"),
+    );
     let watch = Watch::every("templates", poll, move || {
-        let now = stamp(&dir);
+        let now = galleon_state::fingerprint(&dir, "eex");
         if now != seen {
             seen = now;
             match compile(&dir) {
@@ -73,19 +77,4 @@ fn home(templates: &Engine) -> Response {
             Response::new(StatusCode(500), "internal server error\n")
         }
     }
-}
-
-/// The names, sizes and modification times of the files in `dir`: what a change changes.
-fn stamp(dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let meta = e.metadata().ok()?;
-            Some((e.path(), meta.len(), meta.modified().ok()))
-        })
-        .collect();
-    files.sort();
-    files
 }
