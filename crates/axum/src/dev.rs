@@ -104,7 +104,8 @@ fn error_page(error: &str) -> Response {
         "<!doctype html>\n<meta charset=\"utf-8\">\n<title>Template error</title>\n\
          <h1>Template error</h1>\n\
          <p>The newest templates do not compile. The last good ones keep serving; this page \
-         shows to loopback peers (other peers get the page) until the file is fixed.</p>\n<pre>",
+         shows to loopback peers (other peers get what the last good ones render) until the \
+         file is fixed.</p>\n<pre>",
     );
     escape_into(&mut page, error);
     page.push_str("</pre>\n");
