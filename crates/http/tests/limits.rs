@@ -205,6 +205,11 @@ fn malformed_requests_are_400_and_close() {
         b"POST /echo HTTP/1.1\r\nhost: t\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabcXY0\r\n\r\n",
         b"POST /echo HTTP/1.1\r\nhost: t\r\ntransfer-encoding: chunked\r\ntransfer-encoding: gzip\r\n\r\n0\r\n\r\n",
         b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", // a TLS ClientHello
+        // Neither origin form (`/...`), absolute form (`http://...`) nor `*` (RFC 9112 3.2).
+        b"GET abc HTTP/1.1\r\nhost: t\r\n\r\n",
+        b"GET hello HTTP/1.1\r\nhost: t\r\n\r\n",
+        b"GET ?x=1 HTTP/1.1\r\nhost: t\r\n\r\n",
+        b"GET ftp://t/hello HTTP/1.1\r\nhost: t\r\n\r\n",
     ];
     for c in cases {
         let r = s.raw(c);

@@ -79,7 +79,8 @@ fn parse_into<'b>(
     for h in req.headers.iter() {
         headers.push(HeaderAt::new(at(h.name.as_bytes()), at(h.value)));
     }
-    let (path, query) = split_target(origin_part(buf, at(target.as_bytes())), buf);
+    let origin = origin_part(buf, at(target.as_bytes())).ok_or(HeadError::Malformed)?;
+    let (path, query) = split_target(origin, buf);
     Ok(Some((
         len,
         ParsedHead {
@@ -119,8 +120,10 @@ impl ParsedHead {
 
 /// The path-and-query part of a request target: the target itself in origin form (`/a?b`), what
 /// follows the authority in absolute form (`http://host/a?b`, which RFC 9112 section 3.2.2 says
-/// a server must accept; its path may be empty, read as `/`).
-fn origin_part(buf: &[u8], target: Range<usize>) -> Range<usize> {
+/// a server must accept; its path may be empty, read as `/`), `*` (the asterisk form, for the
+/// router to answer). `None` for any other target (`GET abc`): RFC 9112 section 3.2 has no such
+/// form, so the request is malformed (400), not a path to look up.
+fn origin_part(buf: &[u8], target: Range<usize>) -> Option<Range<usize>> {
     let t = &buf[target.clone()];
     let scheme = [&b"http://"[..], b"https://"]
         .into_iter()
@@ -132,9 +135,10 @@ fn origin_part(buf: &[u8], target: Range<usize>) -> Range<usize> {
                 .iter()
                 .position(|&b| b == b'/' || b == b'?')
                 .unwrap_or(after.len());
-            target.start + s.len() + rest..target.end
+            Some(target.start + s.len() + rest..target.end)
         }
-        None => target,
+        None if t.first() == Some(&b'/') || t == b"*" => Some(target),
+        None => None,
     }
 }
 
