@@ -342,6 +342,8 @@ async fn check_group_errors(ctx: Ctx) {
         .append("acct-1", ExpectedVersion::NoStream, vec![event("T", 0)])
         .await
         .unwrap();
+    // Acknowledged once delivered (readable: on PostgreSQL once older transactions ended).
+    support::all_events(s, 1).await;
     let acked = s.ack_event("g", r.first_position).await.unwrap();
     let p = galleon_eventstore::partition_of("acct-1", 8);
     assert_eq!(acked.partition, Some(p));
