@@ -4,7 +4,8 @@
 //! Consumer groups: a subscription created with `"partitions": N` splits its streams into `N`
 //! partitions ([`galleon_eventstore::partition_of`]); each member (`?member=NAME`) gets the
 //! events of the partitions it holds, each partition in order from its checkpoint; an ack moves
-//! the checkpoint of the acknowledged event's partition. A member whose stream goes unread for
+//! the checkpoint of the acknowledged event's partition (with `"member"`, only that member's).
+//! An ack of a position the subscription did not deliver is 400, the checkpoint unchanged. A member whose stream goes unread for
 //! `member_timeout_ms` (default [`galleon_eventstore::DEFAULT_MEMBER_TIMEOUT`]), or whose
 //! connection closes, loses its partitions to the others; delivery is at least once.
 

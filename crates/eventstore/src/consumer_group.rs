@@ -106,7 +106,8 @@ impl Store {
     /// pass `filter`, from position `from`) are split by stream into `settings.partitions`
     /// partitions ([`crate::partition_of`]), each delivered to one member at a time, in order,
     /// with a checkpoint of its own. Consume it with [`Store::consume_group`]; acknowledge with
-    /// [`Store::ack`] (an ack moves the checkpoint of the acknowledged event's partition only).
+    /// [`Store::ack`] or, checking that the member holds the partition, [`Store::ack_member`]
+    /// (an ack moves the checkpoint of the acknowledged event's partition only).
     /// Creating it again with the same filter and settings returns it unchanged; with others it
     /// is [`Error::SubscriptionExists`].
     pub async fn create_group(

@@ -3,8 +3,11 @@
 //!
 //! Delivery is at least once: [`Store::consume`] starts at the checkpoint, the consumer handles
 //! events in order and acknowledges a position with [`Store::ack`] when everything up to it is
-//! done (acks are cumulative and never move the checkpoint back). Events after the last ack are
-//! delivered again after a restart; handlers must tolerate that (event ids identify repeats).
+//! done (acks are cumulative and never move the checkpoint back). An ack names an event the
+//! subscription delivers (stored, below the head, passing its filter), checked in the statement
+//! that moves the checkpoint; anything else is [`Error::InvalidAck`] and moves nothing. Events
+//! after the last ack are delivered again after a restart; handlers must tolerate that (event ids
+//! identify repeats).
 //! Several consumers of one plain subscription each get every event; the checkpoint is the
 //! furthest ack of any of them. A consumer group (`consumer_group.rs`) splits the events by
 //! stream among its members instead, with a checkpoint per partition.
