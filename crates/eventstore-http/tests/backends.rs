@@ -128,6 +128,11 @@ async fn call_with(
     }
 }
 
+/// `POST /subscriptions/{name}/ack` with `body`.
+async fn ack(api: &EventsApi, name: &str, body: &str) -> ApiResponse {
+    call(api, "POST", &format!("/subscriptions/{name}/ack"), body).await
+}
+
 fn json_of(r: &ApiResponse) -> Value {
     assert_eq!(r.content_type, "application/json");
     serde_json::from_slice(&r.body).unwrap()
@@ -383,13 +388,7 @@ async fn persistent_subscriptions(api: EventsApi) {
             r#"not in the subscription's filter (category "acct", types ["A", "B"])"#,
         ),
     ] {
-        let r = call(
-            s,
-            "POST",
-            "/subscriptions/h/ack",
-            &format!(r#"{{"position":{position}}}"#),
-        )
-        .await;
+        let r = ack(s, "h", &format!(r#"{{"position":{position}}}"#)).await;
         let v = json_of(&r);
         assert_eq!(r.status, 400, "{position}: {v}");
         let error = v["error"].as_str().unwrap();
@@ -413,25 +412,13 @@ async fn persistent_subscriptions(api: EventsApi) {
     }
     let checkpoint = last + 1;
     for _ in 0..2 {
-        let r = call(
-            s,
-            "POST",
-            "/subscriptions/h/ack",
-            &format!(r#"{{"position":{last}}}"#),
-        )
-        .await;
+        let r = ack(s, "h", &format!(r#"{{"position":{last}}}"#)).await;
         assert_eq!(
             (r.status, &json_of(&r)["checkpoint"]),
             (200, &json!(checkpoint))
         );
     }
-    let r = call(
-        s,
-        "POST",
-        "/subscriptions/h/ack",
-        &format!(r#"{{"position":{last},"member":"m"}}"#),
-    )
-    .await;
+    let r = ack(s, "h", &format!(r#"{{"position":{last},"member":"m"}}"#)).await;
     assert_eq!(
         r.status,
         400,
@@ -629,13 +616,7 @@ async fn consumer_groups(api: EventsApi) {
     assert_eq!(r.status, 201);
     let position = json_of(&r)["first_position"].as_u64().unwrap();
     wait_for_all(s.store(), 1).await;
-    let r = call(
-        s,
-        "POST",
-        "/subscriptions/hg/ack",
-        &format!(r#"{{"position":{position}}}"#),
-    )
-    .await;
+    let r = ack(s, "hg", &format!(r#"{{"position":{position}}}"#)).await;
     let v = json_of(&r);
     assert_eq!(r.status, 200, "{v}");
     assert_eq!(
@@ -643,10 +624,9 @@ async fn consumer_groups(api: EventsApi) {
         galleon_eventstore::partition_of("acct-1", 4)
     );
     // With a member, only the holder of the event's partition acknowledges it.
-    let r = call(
+    let r = ack(
         s,
-        "POST",
-        "/subscriptions/hg/ack",
+        "hg",
         &format!(r#"{{"position":{position},"member":"m9"}}"#),
     )
     .await;
