@@ -21,7 +21,7 @@
 //! | `GET /subscriptions/{name}` | read | 200 with checkpoint (a group's members and partitions); 404 |
 //! | `DELETE /subscriptions/{name}` | admin | 200; 404 |
 //! | `GET /subscriptions/{name}/events` (`Last-Event-ID`), `?member=M` | read | server-sent events from the checkpoint; a consumer group as member `M` |
-//! | `POST /subscriptions/{name}/ack` `{"position"}` | read | 200 the checkpoint (a group: of the event's partition); 404 |
+//! | `POST /subscriptions/{name}/ack` `{"position", "member"?}` | read | 200 the checkpoint (a group: of the event's partition); 400 a position the subscription (the member) was not delivered, checkpoint unchanged; 404 |
 //!
 //! Every answer but an event stream is JSON (`{"error": ...}` for errors); a method a path does
 //! not take is 405 with `allow`, as galleon-http's router answers it. An event stream opens with

@@ -4,7 +4,8 @@
 //! Consumer groups: a subscription created with `"partitions": N` splits its streams into `N`
 //! partitions ([`galleon_eventstore::partition_of`]); each member (`?member=NAME`) gets the
 //! events of the partitions it holds, each partition in order from its checkpoint; an ack moves
-//! the checkpoint of the acknowledged event's partition. A member whose stream goes unread for
+//! the checkpoint of the acknowledged event's partition (with `"member"`, only that member's).
+//! An ack of a position the subscription did not deliver is 400, the checkpoint unchanged. A member whose stream goes unread for
 //! `member_timeout_ms` (default [`galleon_eventstore::DEFAULT_MEMBER_TIMEOUT`]), or whose
 //! connection closes, loses its partitions to the others; delivery is at least once.
 
@@ -249,12 +250,15 @@ pub(crate) async fn delete_subscription(store: &Store, name: &str) -> ApiRespons
 /// `POST /subscriptions/{name}/ack` with `{"position": N}`: everything up to and including `N`
 /// is done; 200 `{"name", "checkpoint"}` (the checkpoint never moves back). On a consumer
 /// group: `N` and everything before it of `N`'s partition, 200 `{"name", "checkpoint",
-/// "partition"}`; 400 when no event is stored at `N`.
+/// "partition"}`; with `"member": M`, only if `M` holds that partition. `N` must be an event the
+/// subscription delivered (its `id:`): otherwise 400 saying what was expected, the checkpoint
+/// unchanged ([`Store::ack_event`], [`Store::ack_member`]).
 pub(crate) async fn ack(store: &Store, name: &str, body: &[u8]) -> ApiResponse {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct AckBody {
         position: u64,
+        member: Option<String>,
     }
     #[derive(Serialize)]
     struct Body<'a> {
@@ -263,18 +267,22 @@ pub(crate) async fn ack(store: &Store, name: &str, body: &[u8]) -> ApiResponse {
         #[serde(skip_serializing_if = "Option::is_none")]
         partition: Option<u32>,
     }
-    let position = match serde_json::from_slice::<AckBody>(body) {
-        Ok(b) => b.position,
+    let (position, member) = match serde_json::from_slice::<AckBody>(body) {
+        Ok(b) => (b.position, b.member),
         Err(e) => {
             return ApiResponse::error(
                 400,
                 &format!(
-                    "invalid request body (expected {{\"position\": the id: of the last event handled}}): {e}"
+                    "invalid request body (expected {{\"position\": the id: of the last event handled, \"member\"?: a consumer group member}}): {e}"
                 ),
             );
         }
     };
-    match store.ack_event(name, position).await {
+    let acked = match member {
+        None => store.ack_event(name, position).await,
+        Some(member) => store.ack_member(name, &member, position).await,
+    };
+    match acked {
         Ok(a) => ApiResponse::json(
             200,
             &Body {

@@ -98,7 +98,9 @@ impl ApiResponse {
                 ApiResponse::error(404, &e.to_string())
             }
             Error::SubscriptionExists(_) => ApiResponse::error(409, &e.to_string()),
-            Error::InvalidInput(_) => ApiResponse::error(400, &e.to_string()),
+            Error::InvalidInput(_) | Error::InvalidAck { .. } => {
+                ApiResponse::error(400, &e.to_string())
+            }
             e if e.is_transient() => {
                 tracing::warn!(error = %e, "event store unavailable");
                 ApiResponse::error(503, "the event store is temporarily unavailable")
@@ -141,6 +143,13 @@ mod tests {
             (Error::SubscriptionNotFound("s".into()), 404),
             (Error::SubscriptionExists("s".into()), 409),
             (Error::InvalidInput("bad".into()), 400),
+            (
+                Error::InvalidAck {
+                    position: 9,
+                    reason: "no event".into(),
+                },
+                400,
+            ),
             (Error::Closed, 500),
         ] {
             assert_eq!(ApiResponse::from_store_error(&e).status, status, "{e}");

@@ -128,6 +128,11 @@ async fn call_with(
     }
 }
 
+/// `POST /subscriptions/{name}/ack` with `body`.
+async fn ack(api: &EventsApi, name: &str, body: &str) -> ApiResponse {
+    call(api, "POST", &format!("/subscriptions/{name}/ack"), body).await
+}
+
 fn json_of(r: &ApiResponse) -> Value {
     assert_eq!(r.content_type, "application/json");
     serde_json::from_slice(&r.body).unwrap()
@@ -360,8 +365,66 @@ async fn persistent_subscriptions(api: EventsApi) {
         404
     );
     assert_eq!(call(s, "PUT", "/subscriptions/$bad", "").await.status, 400);
-    let r = call(s, "POST", "/subscriptions/h/ack", r#"{"position":9}"#).await;
-    assert_eq!((r.status, &json_of(&r)["checkpoint"]), (200, &json!(10)));
+    // Ten events of h, one of another category; acks name what h delivers (issue 35).
+    let ten = (0..10)
+        .map(|_| r#"{"type":"A","data":{}}"#)
+        .collect::<Vec<_>>();
+    let r = call(
+        s,
+        "POST",
+        "/streams/acct-1",
+        &format!("[{}]", ten.join(",")),
+    )
+    .await;
+    let last = json_of(&r)["first_position"].as_u64().unwrap() + 9;
+    let r = call(s, "POST", "/streams/other-1", r#"[{"type":"A","data":{}}]"#).await;
+    let other = json_of(&r)["first_position"].as_u64().unwrap();
+    wait_for_all(s.store(), 11).await;
+    for (position, needle) in [
+        (u64::MAX, "past the head"),
+        (other + 1_000_000, "past the head"),
+        (
+            other,
+            r#"not in the subscription's filter (category "acct", types ["A", "B"])"#,
+        ),
+    ] {
+        let r = ack(s, "h", &format!(r#"{{"position":{position}}}"#)).await;
+        let v = json_of(&r);
+        assert_eq!(r.status, 400, "{position}: {v}");
+        let error = v["error"].as_str().unwrap();
+        assert!(
+            error.starts_with(&format!("invalid ack of position {position}: ")),
+            "{v}"
+        );
+        assert!(error.contains(needle), "{v}");
+        assert!(
+            error.ends_with(
+                "expected the position (SSE id:) of an event the subscription delivered"
+            ),
+            "{v}"
+        );
+        let r = call(s, "GET", "/subscriptions/h", "").await;
+        assert_eq!(
+            json_of(&r)["checkpoint"],
+            0,
+            "a refused ack moved the checkpoint"
+        );
+    }
+    let checkpoint = last + 1;
+    for _ in 0..2 {
+        let r = ack(s, "h", &format!(r#"{{"position":{last}}}"#)).await;
+        assert_eq!(
+            (r.status, &json_of(&r)["checkpoint"]),
+            (200, &json!(checkpoint))
+        );
+    }
+    let r = ack(s, "h", &format!(r#"{{"position":{last},"member":"m"}}"#)).await;
+    assert_eq!(
+        r.status,
+        400,
+        "a member acks only a group's events: {}",
+        json_of(&r)
+    );
     for body in ["{}", r#"{"position":"9"}"#, "9"] {
         assert_eq!(
             call(s, "POST", "/subscriptions/h/ack", body).await.status,
@@ -375,21 +438,22 @@ async fn persistent_subscriptions(api: EventsApi) {
         404
     );
     let r = call(s, "GET", "/subscriptions/h", "").await;
-    assert_eq!(json_of(&r)["checkpoint"], 10);
+    assert_eq!(json_of(&r)["checkpoint"], checkpoint);
     assert_eq!(call(s, "GET", "/subscriptions/nope", "").await.status, 404);
     let list = json_of(&call(s, "GET", "/subscriptions", "").await);
     assert_eq!(list["subscriptions"].as_array().unwrap().len(), 3);
     // Consuming starts at the checkpoint, or after a further Last-Event-ID.
     let events = "/subscriptions/h/events";
     let starts = |at: u64| format!(": galleon subscription h from position {at}\n\n");
-    assert_eq!(opening(s, events, &[]).await, starts(10));
+    assert_eq!(opening(s, events, &[]).await, starts(checkpoint));
     assert_eq!(
         opening(s, events, &[("Last-Event-ID", "3")]).await,
-        starts(10)
+        starts(checkpoint)
     );
+    let further = (checkpoint + 20).to_string();
     assert_eq!(
-        opening(s, events, &[("Last-Event-ID", "30")]).await,
-        starts(31)
+        opening(s, events, &[("Last-Event-ID", &further)]).await,
+        starts(checkpoint + 21)
     );
     let r = call_with(s, "GET", events, &[("Last-Event-ID", "x")], "").await;
     assert_eq!(r.status, 400);
@@ -551,18 +615,29 @@ async fn consumer_groups(api: EventsApi) {
     let r = call(s, "POST", "/streams/acct-1", r#"[{"type":"T","data":{}}]"#).await;
     assert_eq!(r.status, 201);
     let position = json_of(&r)["first_position"].as_u64().unwrap();
-    let r = call(
-        s,
-        "POST",
-        "/subscriptions/hg/ack",
-        &format!(r#"{{"position":{position}}}"#),
-    )
-    .await;
+    wait_for_all(s.store(), 1).await;
+    let r = ack(s, "hg", &format!(r#"{{"position":{position}}}"#)).await;
     let v = json_of(&r);
     assert_eq!(r.status, 200, "{v}");
     assert_eq!(
         v["partition"],
         galleon_eventstore::partition_of("acct-1", 4)
+    );
+    // With a member, only the holder of the event's partition acknowledges it.
+    let r = ack(
+        s,
+        "hg",
+        &format!(r#"{{"position":{position},"member":"m9"}}"#),
+    )
+    .await;
+    let v = json_of(&r);
+    assert_eq!(r.status, 400, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("held by no member, not \"m9\""),
+        "{v}"
     );
     let opened = opening(s, "/subscriptions/hg/events?member=m1", &[]).await;
     assert!(opened.starts_with(':'), "{opened}");

@@ -70,22 +70,33 @@ impl Backend {
         &self,
         name: &str,
         partition: u32,
-        checkpoint: u64,
+        position: i64,
+        member: Option<&str>,
     ) -> Result<Option<u64>> {
         match self {
             #[cfg(feature = "sqlite")]
-            Backend::Sqlite(s) => s.ack_partition(name, partition, checkpoint).await,
+            Backend::Sqlite(s) => s.ack_partition(name, partition, position, member).await,
             #[cfg(feature = "postgres")]
-            Backend::Postgres(p) => p.ack_partition(name, partition, checkpoint).await,
+            Backend::Postgres(p) => p.ack_partition(name, partition, position, member).await,
         }
     }
 
-    pub(crate) async fn stream_at(&self, position: u64) -> Result<Option<String>> {
+    pub(crate) async fn ack_subscription(&self, name: &str, position: i64) -> Result<Option<u64>> {
         match self {
             #[cfg(feature = "sqlite")]
-            Backend::Sqlite(s) => s.stream_at(position).await,
+            Backend::Sqlite(s) => s.ack_subscription(name, position).await,
             #[cfg(feature = "postgres")]
-            Backend::Postgres(p) => p.stream_at(position).await,
+            Backend::Postgres(p) => p.ack_subscription(name, position).await,
+        }
+    }
+
+    /// The stream and type of the event stored at `position`, if any.
+    pub(crate) async fn event_at(&self, position: i64) -> Result<Option<(String, String)>> {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite(s) => s.event_at(position).await,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p.event_at(position).await,
         }
     }
 }
@@ -95,7 +106,8 @@ impl Store {
     /// pass `filter`, from position `from`) are split by stream into `settings.partitions`
     /// partitions ([`crate::partition_of`]), each delivered to one member at a time, in order,
     /// with a checkpoint of its own. Consume it with [`Store::consume_group`]; acknowledge with
-    /// [`Store::ack`] (an ack moves the checkpoint of the acknowledged event's partition only).
+    /// [`Store::ack`] or, checking that the member holds the partition, [`Store::ack_member`]
+    /// (an ack moves the checkpoint of the acknowledged event's partition only).
     /// Creating it again with the same filter and settings returns it unchanged; with others it
     /// is [`Error::SubscriptionExists`].
     pub async fn create_group(
@@ -140,11 +152,7 @@ impl Store {
         name: &str,
         member: &str,
     ) -> Result<(SubscriptionInfo, Subscription)> {
-        validate_subscription_name(member)
-            .map_err(|_| Error::InvalidInput(format!(
-                "member name {member:?} must be 1 to {} characters of A-Z, a-z, 0-9, `_`, `-` and `.`",
-                crate::MAX_SUBSCRIPTION_NAME_BYTES
-            )))?;
+        validate_member_name(member)?;
         let info = self.subscription_info(name).await?;
         let settings = info.group.ok_or_else(|| crate::groups::not_a_group(name))?;
         let now = Instant::now();
@@ -168,6 +176,16 @@ impl Store {
         let stream = futures::stream::unfold(state, MemberStream::step);
         Ok((info, Subscription::from_stream(stream)))
     }
+}
+
+/// A member's name follows the rules of a subscription's.
+pub(crate) fn validate_member_name(member: &str) -> Result<()> {
+    validate_subscription_name(member).map_err(|_| {
+        Error::InvalidInput(format!(
+            "member name {member:?} must be 1 to {} characters of A-Z, a-z, 0-9, `_`, `-` and `.`",
+            crate::MAX_SUBSCRIPTION_NAME_BYTES
+        ))
+    })
 }
 
 /// Gives the member's partitions up when its stream is dropped (a closed connection), so the

@@ -70,6 +70,17 @@ pub enum Error {
     /// with the same filter is not an error.
     #[error("subscription {0:?} already exists with another filter")]
     SubscriptionExists(String),
+    /// An acknowledgement named a position the subscription does not deliver: no event is
+    /// stored there, it is past the head (not delivered yet), its event is outside the
+    /// subscription's filter, or (an ack by a consumer group member) its partition is held by
+    /// another member. The checkpoint did not move; `reason` says which and what was expected.
+    #[error("invalid ack of position {position}: {reason}")]
+    InvalidAck {
+        /// The position acknowledged.
+        position: u64,
+        /// Why it is refused, and what an ack must name.
+        reason: String,
+    },
     /// The store was closed (its writer thread or background task is gone).
     #[error("the store is closed")]
     Closed,

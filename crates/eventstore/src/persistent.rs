@@ -3,8 +3,11 @@
 //!
 //! Delivery is at least once: [`Store::consume`] starts at the checkpoint, the consumer handles
 //! events in order and acknowledges a position with [`Store::ack`] when everything up to it is
-//! done (acks are cumulative and never move the checkpoint back). Events after the last ack are
-//! delivered again after a restart; handlers must tolerate that (event ids identify repeats).
+//! done (acks are cumulative and never move the checkpoint back). An ack names an event the
+//! subscription delivers (stored, below the head, passing its filter), checked in the statement
+//! that moves the checkpoint; anything else is [`Error::InvalidAck`] and moves nothing. Events
+//! after the last ack are delivered again after a restart; handlers must tolerate that (event ids
+//! identify repeats).
 //! Several consumers of one plain subscription each get every event; the checkpoint is the
 //! furthest ack of any of them. A consumer group (`consumer_group.rs`) splits the events by
 //! stream among its members instead, with a checkpoint per partition.
@@ -109,6 +112,12 @@ impl Store {
     /// becomes `position + 1` unless it is already further. Returns the checkpoint. Durable when
     /// it returns (the same commit rules as an append). For a consumer group see
     /// [`Store::ack_event`]: this is its checkpoint.
+    ///
+    /// `position` must be that of an event the subscription delivers: stored, readable (below
+    /// [`Store::head_position`]) and passing its filter; otherwise it is [`Error::InvalidAck`]
+    /// and the checkpoint stays. Checked in the statement that moves the checkpoint. Repeating
+    /// an ack is fine, and so is acking an event already behind the checkpoint (a slow
+    /// duplicate): the checkpoint does not move back.
     pub async fn ack(&self, name: &str, position: u64) -> Result<u64> {
         self.ack_event(name, position).await.map(|a| a.checkpoint)
     }
@@ -116,40 +125,130 @@ impl Store {
     /// [`Store::ack`], saying which checkpoint moved. On a plain subscription: every event up
     /// to `position`. On a consumer group: the event at `position` and every event before it
     /// *of its partition* (the member got that partition's events in order); the other
-    /// partitions' checkpoints stay. [`Error::InvalidInput`] when a group has no event at
-    /// `position`.
+    /// partitions' checkpoints stay. [`Error::InvalidAck`] when the subscription does not
+    /// deliver an event at `position` (as for [`Store::ack`]).
     pub async fn ack_event(&self, name: &str, position: u64) -> Result<Acked> {
+        self.ack_as(name, None, position).await
+    }
+
+    /// [`Store::ack_event`] by `member` of consumer group `name`: also refused
+    /// ([`Error::InvalidAck`]) when the partition of the event at `position` is not held by
+    /// `member` (another member's, or one it lost to another after its timeout: that member
+    /// delivers it again from the partition's checkpoint). [`Error::InvalidInput`] on a plain
+    /// subscription.
+    pub async fn ack_member(&self, name: &str, member: &str, position: u64) -> Result<Acked> {
+        self.ack_as(name, Some(member), position).await
+    }
+
+    async fn ack_as(&self, name: &str, member: Option<&str>, position: u64) -> Result<Acked> {
         validate_subscription_name(name)?;
-        let checkpoint = position.saturating_add(1).min(i64::MAX as u64);
-        let info = self.subscription_info(name).await?;
-        if let Some(group) = info.group {
-            let stream = self.backend().stream_at(position).await?.ok_or_else(|| {
-                Error::InvalidInput(format!(
-                    "no event at position {position}: a consumer group acknowledges an event it delivered (its id:)"
-                ))
-            })?;
-            let partition = partition_of(&stream, group.partitions);
-            let stored = self
-                .backend()
-                .ack_partition(name, partition, checkpoint)
-                .await?
-                .ok_or_else(|| Error::SubscriptionNotFound(name.to_owned()))?;
-            return Ok(Acked {
-                checkpoint: stored,
-                partition: Some(partition),
-            });
+        if let Some(member) = member {
+            crate::consumer_group::validate_member_name(member)?;
         }
-        let stored = match self.backend() {
-            #[cfg(feature = "sqlite")]
-            Backend::Sqlite(s) => s.ack_subscription(name, checkpoint).await?,
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(p) => p.ack_subscription(name, checkpoint).await?,
+        let info = self.subscription_info(name).await?;
+        if member.is_some() && info.group.is_none() {
+            return Err(Error::InvalidInput(format!(
+                "subscription {name:?} is not a consumer group: acknowledge without a member"
+            )));
+        }
+        // No event is stored at a position past i64 (nor at i64::MAX: its checkpoint would be
+        // past it).
+        let at = i64::try_from(position).ok().filter(|&p| p < i64::MAX);
+        let acked = match (at, info.group) {
+            (None, _) => None,
+            (Some(at), None) => {
+                self.backend()
+                    .ack_subscription(name, at)
+                    .await?
+                    .map(|checkpoint| Acked {
+                        checkpoint,
+                        partition: None,
+                    })
+            }
+            (Some(at), Some(group)) => match self.backend().event_at(at).await? {
+                None => None,
+                Some((stream, _)) => {
+                    let partition = partition_of(&stream, group.partitions);
+                    self.backend()
+                        .ack_partition(name, partition, at, member)
+                        .await?
+                        .map(|checkpoint| Acked {
+                            checkpoint,
+                            partition: Some(partition),
+                        })
+                }
+            },
         };
-        let checkpoint = stored.ok_or_else(|| Error::SubscriptionNotFound(name.to_owned()))?;
-        Ok(Acked {
-            checkpoint,
-            partition: None,
-        })
+        match acked {
+            Some(a) => Ok(a),
+            None => Err(self.refused_ack(name, member, position).await),
+        }
+    }
+
+    /// Why an ack of `position` was refused (the statement that would have moved the
+    /// checkpoint found no delivered event there): [`Error::InvalidAck`] saying what was wrong
+    /// and what was expected, or the subscription's absence if it was deleted meanwhile.
+    async fn refused_ack(&self, name: &str, member: Option<&str>, position: u64) -> Error {
+        let info = match self.subscription_info(name).await {
+            Ok(info) => info,
+            Err(e) => return e,
+        };
+        let head = match self.head_position().await {
+            Ok(head) => head,
+            Err(e) => return e,
+        };
+        let event = match i64::try_from(position) {
+            Ok(at) => match self.backend().event_at(at).await {
+                Ok(event) => event,
+                Err(e) => return e,
+            },
+            Err(_) => None,
+        };
+        let reason = match event {
+            _ if position >= head => {
+                format!("it is past the head ({head}): nothing there has been delivered")
+            }
+            None => "no event is stored there".to_owned(),
+            Some((stream, ty)) if !info.filter.matches_parts(&stream, &ty) => format!(
+                "its event (stream {stream:?}, type {ty:?}) is not in the subscription's filter ({})",
+                describe(&info.filter)
+            ),
+            Some((stream, _)) => match (info.group, member) {
+                (Some(group), Some(member)) => {
+                    let partition = partition_of(&stream, group.partitions);
+                    let owner = match self.group_status(name).await {
+                        Ok(st) => st
+                            .partitions
+                            .into_iter()
+                            .find(|p| p.partition == partition)
+                            .and_then(|p| p.owner),
+                        Err(e) => return e,
+                    };
+                    match owner {
+                        Some(owner) if owner == member => "it is not delivered yet".to_owned(),
+                        Some(owner) => format!(
+                            "its partition {partition} is held by member {owner:?}, not {member:?}"
+                        ),
+                        None => format!(
+                            "its partition {partition} is held by no member, not {member:?}"
+                        ),
+                    }
+                }
+                _ => "it is not delivered yet".to_owned(),
+            },
+        };
+        let expected = match member {
+            Some(member) => format!(
+                "expected the position (SSE id:) of an event member {member:?} was delivered"
+            ),
+            None => {
+                "expected the position (SSE id:) of an event the subscription delivered".to_owned()
+            }
+        };
+        Error::InvalidAck {
+            position,
+            reason: format!("{reason}; {expected}"),
+        }
     }
 
     /// Consumes `name` from its checkpoint: its events, stored then live, as
@@ -164,6 +263,16 @@ impl Store {
         }
         let sub = self.subscribe(info.checkpoint, info.filter.clone());
         Ok((info, sub))
+    }
+}
+
+/// A filter in words, for the error of an ack outside it.
+fn describe(filter: &EventFilter) -> String {
+    match (filter.category_name(), filter.event_types()) {
+        (None, []) => "every event".to_owned(),
+        (Some(c), []) => format!("category {c:?}"),
+        (None, types) => format!("types {types:?}"),
+        (Some(c), types) => format!("category {c:?}, types {types:?}"),
     }
 }
 

@@ -20,6 +20,7 @@ on_both_backends!(galleon_eventstore::OpenOptions::default();
     check_a_stalled_member_hands_its_streams_over,
     check_a_dropped_member_hands_over_at_once,
     check_group_errors,
+    check_group_acks_name_an_event_of_the_members_partitions,
 );
 
 const STREAMS: usize = 12;
@@ -341,6 +342,8 @@ async fn check_group_errors(ctx: Ctx) {
         .append("acct-1", ExpectedVersion::NoStream, vec![event("T", 0)])
         .await
         .unwrap();
+    // Acknowledged once delivered (readable: on PostgreSQL once older transactions ended).
+    support::all_events(s, 1).await;
     let acked = s.ack_event("g", r.first_position).await.unwrap();
     let p = galleon_eventstore::partition_of("acct-1", 8);
     assert_eq!(acked.partition, Some(p));
@@ -357,6 +360,82 @@ async fn check_group_errors(ctx: Ctx) {
     assert_eq!(s.subscription_info("g").await.unwrap().checkpoint, 0);
     assert!(matches!(
         s.ack("g", r.first_position + 12345).await,
-        Err(Error::InvalidInput(_))
+        Err(Error::InvalidAck { .. })
     ));
+}
+
+/// Issue 35: a group's ack names an event the group delivers (in its category, stored, below
+/// the head) and, with a member, of a partition that member holds; otherwise it is refused and
+/// every partition's checkpoint stays. Valid acks and their repeats are fine, and delivery goes
+/// on after the refusals.
+async fn check_group_acks_name_an_event_of_the_members_partitions(ctx: Ctx) {
+    let s = &ctx.store;
+    let filter = EventFilter::category("acct").unwrap();
+    s.create_group("g", 0, filter, settings(10_000))
+        .await
+        .unwrap();
+    let mine = s
+        .append("acct-1", ExpectedVersion::Any, vec![event("T", 0)])
+        .await
+        .unwrap()
+        .first_position;
+    let foreign = s
+        .append("other-1", ExpectedVersion::Any, vec![event("T", 1)])
+        .await
+        .unwrap()
+        .first_position;
+    let checkpoints = || async {
+        let st = s.group_status("g").await.unwrap();
+        st.partitions
+            .iter()
+            .map(|p| p.checkpoint)
+            .collect::<Vec<_>>()
+    };
+    let untouched = checkpoints().await;
+    let head = s.head_position().await.unwrap();
+    for (bad, why) in [
+        (foreign, "another category"),
+        (head, "the head"),
+        (u64::MAX, "u64::MAX"),
+        (mine + 100_000, "no event there"),
+    ] {
+        let r = s.ack_event("g", bad).await;
+        assert!(
+            matches!(r, Err(Error::InvalidAck { position, .. }) if position == bad),
+            "{why}: the ack of {bad} was not refused: {r:?}"
+        );
+        assert_eq!(checkpoints().await, untouched, "{why}: a checkpoint moved");
+    }
+
+    // One member holds every partition once its stream is polled.
+    let (_, mut m1) = s.consume_group("g", "m1").await.unwrap();
+    let got = support::collect(&mut m1, 1).await.remove(0);
+    assert_eq!(got.position, mine);
+    // Another member (holding nothing) may not acknowledge m1's partition's event.
+    let r = s.ack_member("g", "m2", mine).await;
+    assert!(
+        matches!(r, Err(Error::InvalidAck { position, .. }) if position == mine),
+        "another member's partition: {r:?}"
+    );
+    assert!(r.unwrap_err().to_string().contains("m1"));
+    assert_eq!(checkpoints().await, untouched);
+    // Its holder may, twice (at least once).
+    let p = galleon_eventstore::partition_of("acct-1", 8);
+    for _ in 0..2 {
+        let a = s.ack_member("g", "m1", mine).await.unwrap();
+        assert_eq!((a.partition, a.checkpoint), (Some(p), mine + 1));
+    }
+    assert!(matches!(
+        s.ack_member("g", "m1", foreign).await,
+        Err(Error::InvalidAck { .. })
+    ));
+    // The next event of the group is still delivered.
+    let next = s
+        .append("acct-2", ExpectedVersion::Any, vec![event("T", 2)])
+        .await
+        .unwrap()
+        .first_position;
+    let got = support::collect(&mut m1, 1).await.remove(0);
+    assert_eq!(got.position, next);
+    s.ack_member("g", "m1", next).await.unwrap();
 }

@@ -5,11 +5,12 @@
 mod support;
 
 use galleon_eventstore::{Error, EventFilter, ExpectedVersion, Store};
-use support::{Ctx, collect, event};
+use support::{Ctx, all_events, collect, event};
 
 on_both_backends!(galleon_eventstore::OpenOptions::default();
     check_resumes_exactly_after_the_last_ack_across_a_restart,
     check_lifecycle_and_errors,
+    check_acks_name_an_event_the_subscription_delivers,
 );
 
 /// Ten events of the category among five of another; the consumer handles them, acks the
@@ -70,10 +71,21 @@ async fn check_lifecycle_and_errors(ctx: Ctx) {
     let f = EventFilter::all().with_types(["A"]).unwrap();
     let created = s.create_subscription("p.1", 7, f.clone()).await.unwrap();
     assert_eq!((created.checkpoint, &created.filter), (7, &f));
-    s.ack("p.1", 41).await.unwrap();
+    let r = s
+        .append(
+            "p-1",
+            ExpectedVersion::Any,
+            (0..10).map(|i| event("A", i)).collect(),
+        )
+        .await
+        .unwrap();
+    // Readable (delivered) once `$all` shows it.
+    let last = all_events(s, 10).await[9].position;
+    assert_eq!(last, r.first_position + 9);
+    assert_eq!(s.ack("p.1", last).await.unwrap(), last + 1);
     // Created again with the same filter: unchanged, checkpoint kept.
     let again = s.create_subscription("p.1", 0, f.clone()).await.unwrap();
-    assert_eq!(again.checkpoint, 42);
+    assert_eq!(again.checkpoint, last + 1);
     assert_eq!(again.created_at, created.created_at);
     // Another filter under the same name is a conflict.
     let other = EventFilter::all().with_types(["B"]).unwrap();
@@ -120,4 +132,82 @@ async fn check_lifecycle_and_errors(ctx: Ctx) {
             Err(Error::InvalidInput(_))
         ));
     }
+}
+
+/// Issue 35: an ack names an event the subscription delivers. Past the head, `u64::MAX`, a
+/// position with no event, an event outside the category or of another type are refused and the
+/// checkpoint stays; a valid ack, its idempotent repeat and a stale one are fine, and the next
+/// events are still delivered after the refusals.
+async fn check_acks_name_an_event_the_subscription_delivers(ctx: Ctx) {
+    let s = &ctx.store;
+    s.create_subscription("inv", 0, EventFilter::category("invoice").unwrap())
+        .await
+        .unwrap();
+    let typed = EventFilter::all().with_types(["A"]).unwrap();
+    s.create_subscription("typed", 0, typed).await.unwrap();
+    let mine = s
+        .append(
+            "invoice-1",
+            ExpectedVersion::Any,
+            vec![event("A", 0), event("A", 1)],
+        )
+        .await
+        .unwrap();
+    let other = s
+        .append("other-1", ExpectedVersion::Any, vec![event("B", 2)])
+        .await
+        .unwrap();
+    let (_, mut sub) = s.consume("inv").await.unwrap();
+    let got = collect(&mut sub, 2).await;
+    assert_eq!(got[0].position, mine.first_position);
+    let first = got[0].position;
+    assert_eq!(s.ack("inv", first).await.unwrap(), first + 1);
+    // At least once: the same ack again is fine and changes nothing.
+    assert_eq!(s.ack("inv", first).await.unwrap(), first + 1);
+    drop(sub);
+
+    let head = s.head_position().await.unwrap();
+    for (name, bad, why) in [
+        ("inv", head, "the head"),
+        ("inv", head + 1000, "past the head"),
+        ("inv", u64::MAX, "u64::MAX"),
+        ("inv", first + 100_000, "no event there"),
+        ("inv", other.first_position, "another category"),
+        ("typed", other.first_position, "another type"),
+    ] {
+        let before = s.subscription_info(name).await.unwrap().checkpoint;
+        let r = s.ack(name, bad).await;
+        assert!(
+            matches!(r, Err(Error::InvalidAck { position, .. }) if position == bad),
+            "{why}: the ack of {bad} on {name} was not refused: {r:?}"
+        );
+        let msg = r.unwrap_err().to_string();
+        assert!(msg.contains("expected"), "{why}: {msg}");
+        assert_eq!(
+            s.subscription_info(name).await.unwrap().checkpoint,
+            before,
+            "{why}: a refused ack moved the checkpoint"
+        );
+    }
+    assert!(
+        s.ack("typed", mine.first_position + 1).await.unwrap() == mine.first_position + 2,
+        "a matching type is acknowledged"
+    );
+
+    // Delivery goes on after the refusals: the second event, then a live one.
+    let (info, mut sub) = s.consume("inv").await.unwrap();
+    assert_eq!(info.checkpoint, first + 1);
+    assert_eq!(collect(&mut sub, 1).await[0].id, got[1].id);
+    let live = event("A", 3);
+    s.append("invoice-2", ExpectedVersion::NoStream, vec![live.clone()])
+        .await
+        .unwrap();
+    let next = collect(&mut sub, 1).await;
+    assert_eq!(next[0].id, live.id);
+    assert_eq!(
+        s.ack("inv", next[0].position).await.unwrap(),
+        next[0].position + 1
+    );
+    // A stale ack (below the checkpoint) of a delivered event stays a no-op.
+    assert_eq!(s.ack("inv", first).await.unwrap(), next[0].position + 1);
 }

@@ -5,6 +5,7 @@
 //! others' claims and releases (the rule itself is `crate::groups::plan`).
 
 use super::PgStore;
+use super::subscriptions::DELIVERS;
 use crate::error::Result;
 use crate::groups::{GroupSettings, MemberState, PartitionState, not_a_group, plan};
 use crate::time::Timestamp;
@@ -162,33 +163,38 @@ impl PgStore {
         Ok(Some((partitions, members)))
     }
 
-    /// Moves partition `partition`'s checkpoint forward to `checkpoint`; `None` when there is
-    /// no such partition.
+    /// Acknowledges `position` in partition `partition` (the partition of its stream): moves
+    /// the partition's checkpoint forward to `position + 1` if the group delivers an event
+    /// there ([`DELIVERS`]) and, with `member`, that member holds the partition, all in the
+    /// statement that moves it; `None` otherwise, or when there is no such partition.
     pub(crate) async fn ack_partition(
         &self,
         name: &str,
         partition: u32,
-        checkpoint: u64,
+        position: i64,
+        member: Option<&str>,
     ) -> Result<Option<u64>> {
+        let sql = format!(
+            "UPDATE subscription_partitions SET checkpoint = GREATEST(checkpoint, $2 + 1) \
+             WHERE name = $1 AND partition = $3 AND ($4::text IS NULL OR owner = $4) \
+               AND {DELIVERS} RETURNING checkpoint"
+        );
         let rows = self
-            .run(
-                "UPDATE subscription_partitions SET checkpoint = GREATEST(checkpoint, $3) \
-                 WHERE name = $1 AND partition = $2 RETURNING checkpoint",
-                &[&name, &(partition as i32), &(checkpoint as i64)],
-            )
+            .run(&sql, &[&name, &position, &(partition as i32), &member])
             .await?;
         Ok(rows.first().map(|r| r.get::<_, i64>(0) as u64))
     }
 
-    /// The stream of the event at `position`, if one is stored there.
-    pub(crate) async fn stream_at(&self, position: u64) -> Result<Option<String>> {
-        let position = i64::try_from(position).unwrap_or(i64::MAX);
+    /// The stream and type of the event at `position`, if one is stored there.
+    pub(crate) async fn event_at(&self, position: i64) -> Result<Option<(String, String)>> {
         let rows = self
             .run(
-                "SELECT stream_id FROM events WHERE position = $1",
+                "SELECT stream_id, event_type FROM events WHERE position = $1",
                 &[&position],
             )
             .await?;
-        rows.first().map(|r| Ok(r.try_get(0)?)).transpose()
+        rows.first()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .transpose()
     }
 }

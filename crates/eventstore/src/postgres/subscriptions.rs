@@ -23,8 +23,15 @@ const SQL_GET: &str = "SELECT name, category, event_types, checkpoint, created_a
 const SQL_LIST: &str = "SELECT name, category, event_types, checkpoint, created_at, partitions, \
      member_timeout_ms FROM subscriptions ORDER BY name";
 const SQL_DELETE: &str = "DELETE FROM subscriptions WHERE name = $1 RETURNING 1";
-const SQL_ACK: &str = "UPDATE subscriptions SET checkpoint = GREATEST(checkpoint, $2) \
-     WHERE name = $1 RETURNING checkpoint";
+/// True when subscription `$1` delivers the event at position `$2`: one is stored there, below
+/// the line `$all` is read under (so final, and every event before it too), passing the
+/// subscription's filter. The condition of every ack, in the statement that moves the
+/// checkpoint, so the line it checks is the one of that statement's snapshot.
+pub(super) const DELIVERS: &str = "EXISTS (SELECT 1 FROM subscriptions s \
+       JOIN events e ON e.position = $2 WHERE s.name = $1 \
+       AND e.position < ((pg_snapshot_xmin(pg_current_snapshot())::text::bigint) << 16) \
+       AND (s.category IS NULL OR split_part(e.stream_id, '-', 1) = s.category) \
+       AND (cardinality(s.event_types) = 0 OR e.event_type = ANY(s.event_types)))";
 
 fn info(row: &tokio_postgres::Row) -> Result<SubscriptionInfo> {
     let name: String = row.try_get(0)?;
@@ -112,14 +119,15 @@ impl PgStore {
         Ok(!self.run(SQL_DELETE, &[&name]).await?.is_empty())
     }
 
-    /// Moves the checkpoint forward to `checkpoint` (never back); `None` when there is no such
-    /// subscription.
-    pub(crate) async fn ack_subscription(
-        &self,
-        name: &str,
-        checkpoint: u64,
-    ) -> Result<Option<u64>> {
-        let rows = self.run(SQL_ACK, &[&name, &(checkpoint as i64)]).await?;
+    /// Acknowledges `position`: moves the checkpoint forward to `position + 1` (never back) if
+    /// the subscription delivers an event there ([`DELIVERS`], in the same statement); `None`
+    /// when it does not, or there is no such subscription.
+    pub(crate) async fn ack_subscription(&self, name: &str, position: i64) -> Result<Option<u64>> {
+        let sql = format!(
+            "UPDATE subscriptions SET checkpoint = GREATEST(checkpoint, $2 + 1) \
+             WHERE name = $1 AND {DELIVERS} RETURNING checkpoint"
+        );
+        let rows = self.run(&sql, &[&name, &position]).await?;
         Ok(rows.first().map(|r| r.get::<_, i64>(0) as u64))
     }
 }

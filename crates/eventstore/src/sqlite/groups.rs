@@ -6,6 +6,7 @@
 use rusqlite::{OptionalExtension, params};
 
 use super::SqliteStore;
+use super::subscriptions::DELIVERS;
 use crate::error::Result;
 use crate::groups::{GroupSettings, MemberState, PartitionState, not_a_group, plan};
 use crate::time::Timestamp;
@@ -126,35 +127,38 @@ impl SqliteStore {
         .await
     }
 
-    /// Moves partition `partition`'s checkpoint forward to `checkpoint`; `None` when there is
-    /// no such partition.
+    /// Acknowledges `position` in partition `partition` (the partition of its stream): moves
+    /// the partition's checkpoint forward to `position + 1` if the group delivers an event
+    /// there ([`DELIVERS`]) and, with `member`, that member holds the partition, all in the
+    /// statement that moves it; `None` otherwise, or when there is no such partition.
     pub(crate) async fn ack_partition(
         &self,
         name: &str,
         partition: u32,
-        checkpoint: u64,
+        position: i64,
+        member: Option<&str>,
     ) -> Result<Option<u64>> {
-        let name = name.to_owned();
+        let (name, member) = (name.to_owned(), member.map(str::to_owned));
         self.with_reader(move |conn| {
             let stored: Option<i64> = conn
-                .prepare_cached(
-                    "UPDATE subscription_partitions SET checkpoint = MAX(checkpoint, ?3) \
-                     WHERE name = ?1 AND partition = ?2 RETURNING checkpoint",
-                )?
-                .query_row(params![name, partition, checkpoint as i64], |r| r.get(0))
+                .prepare_cached(&format!(
+                    "UPDATE subscription_partitions SET checkpoint = MAX(checkpoint, ?2 + 1) \
+                     WHERE name = ?1 AND partition = ?3 AND (?4 IS NULL OR owner = ?4) \
+                       AND {DELIVERS} RETURNING checkpoint"
+                ))?
+                .query_row(params![name, position, partition, member], |r| r.get(0))
                 .optional()?;
             Ok(stored.map(|c| c as u64))
         })
         .await
     }
 
-    /// The stream of the event at `position`, if one is stored there.
-    pub(crate) async fn stream_at(&self, position: u64) -> Result<Option<String>> {
-        let position = i64::try_from(position).unwrap_or(i64::MAX);
+    /// The stream and type of the event at `position`, if one is stored there.
+    pub(crate) async fn event_at(&self, position: i64) -> Result<Option<(String, String)>> {
         self.with_reader(move |conn| {
             Ok(conn
-                .prepare_cached("SELECT stream_id FROM events WHERE position = ?1")?
-                .query_row([position], |r| r.get(0))
+                .prepare_cached("SELECT stream_id, event_type FROM events WHERE position = ?1")?
+                .query_row([position], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?)
         })
         .await

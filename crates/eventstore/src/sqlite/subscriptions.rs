@@ -12,6 +12,15 @@ use crate::groups::GroupSettings;
 use crate::time::Timestamp;
 use crate::types::SubscriptionInfo;
 
+/// True when subscription `?1` delivers the event at position `?2`: one is stored there and it
+/// passes the subscription's filter (every stored event is final on SQLite: one writer commits
+/// in position order). The condition of every ack, in the statement that moves the checkpoint.
+pub(super) const DELIVERS: &str = "EXISTS (SELECT 1 FROM subscriptions s \
+       JOIN events e ON e.position = ?2 WHERE s.name = ?1 \
+       AND (s.category IS NULL OR e.category = s.category) \
+       AND (json_array_length(s.event_types) = 0 \
+            OR e.event_type IN (SELECT value FROM json_each(s.event_types))))";
+
 const COLUMNS: &str =
     "name, category, event_types, checkpoint, created_at, partitions, member_timeout_ms";
 
@@ -152,21 +161,18 @@ impl SqliteStore {
         .await
     }
 
-    /// Moves the checkpoint forward to `checkpoint` (never back); `None` when there is no such
-    /// subscription.
-    pub(crate) async fn ack_subscription(
-        &self,
-        name: &str,
-        checkpoint: u64,
-    ) -> Result<Option<u64>> {
+    /// Acknowledges `position`: moves the checkpoint forward to `position + 1` (never back) if
+    /// the subscription delivers an event there ([`DELIVERS`], in the same statement); `None`
+    /// when it does not, or there is no such subscription.
+    pub(crate) async fn ack_subscription(&self, name: &str, position: i64) -> Result<Option<u64>> {
         let name = name.to_owned();
         self.with_reader(move |conn| {
             let stored: Option<i64> = conn
-                .prepare_cached(
-                    "UPDATE subscriptions SET checkpoint = MAX(checkpoint, ?2) WHERE name = ?1 \
-                     RETURNING checkpoint",
-                )?
-                .query_row(params![name, checkpoint as i64], |r| r.get(0))
+                .prepare_cached(&format!(
+                    "UPDATE subscriptions SET checkpoint = MAX(checkpoint, ?2 + 1) \
+                     WHERE name = ?1 AND {DELIVERS} RETURNING checkpoint"
+                ))?
+                .query_row(params![name, position], |r| r.get(0))
                 .optional()?;
             Ok(stored.map(|c| c as u64))
         })
