@@ -363,7 +363,10 @@ mod tests {
         };
         assert!(public_reads.is_role_open(Role::Read) && public_reads.any_open());
         assert_eq!(status(&public_reads, None, Role::Read), 200);
-        assert_eq!(status(&public_reads, Some("whatever-whatever"), Role::Read), 200);
+        assert_eq!(
+            status(&public_reads, Some("whatever-whatever"), Role::Read),
+            200
+        );
         assert_eq!(status(&public_reads, None, Role::Append), 401);
         assert_eq!(status(&public_reads, None, Role::Admin), 401);
         assert_eq!(status(&public_reads, Some(M), Role::Admin), 200);
