@@ -37,6 +37,13 @@ fn call(
     (r.status, r.text())
 }
 
+/// `galleon serve ARGS...`'s standard error, asserting it refused to start (exit 1).
+fn refused(args: &[&str]) -> String {
+    let out = galleon().arg("serve").args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 #[test]
 fn the_token_flags_reach_the_api() {
     let s = ServeProcess::start(&[
@@ -90,28 +97,12 @@ fn the_token_flags_reach_the_api() {
 #[test]
 fn an_open_api_is_refused_off_loopback_and_tokens_are_checked() {
     // Refused before anything binds: no traffic.
-    let out = galleon()
-        .args([
-            "serve",
-            "--addr",
-            "0.0.0.0:0",
-            "--events",
-            "sqlite::memory:",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused(&["--addr", "0.0.0.0:0", "--events", "sqlite::memory:"]);
     assert!(
         err.contains("is not loopback and the event-store API has no token"),
         "{err}"
     );
-    let out = galleon()
-        .args(["serve", "--events-read-token", "short"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused(&["--events-read-token", "short"]);
     assert!(
         err.contains("--events-read-token: expected at least 16"),
         "{err}"
@@ -171,21 +162,15 @@ fn an_opened_role_stays_open_and_needs_the_open_flag_off_loopback() {
     assert_eq!(call(&mut c, "GET", "/all", None, b"").0, 200);
 
     // Off loopback an opened role is refused without --events-open, before anything binds.
-    let out = galleon()
-        .args([
-            "serve",
-            "--addr",
-            "0.0.0.0:0",
-            "--events",
-            "sqlite::memory:",
-            "--events-admin-token",
-            ADMIN,
-            "--events-open-append",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused(&[
+        "--addr",
+        "0.0.0.0:0",
+        "--events",
+        "sqlite::memory:",
+        "--events-admin-token",
+        ADMIN,
+        "--events-open-append",
+    ]);
     assert!(
         err.contains(
             "--addr 0.0.0.0:0 is not loopback and --events-open-append leaves the event-store \
@@ -196,19 +181,13 @@ fn an_opened_role_stays_open_and_needs_the_open_flag_off_loopback() {
     assert!(err.contains("Pass --events-open if that is meant"), "{err}");
     assert!(!err.contains(ADMIN), "the token is not echoed: {err}");
     // An opened role takes no token.
-    let out = galleon()
-        .args([
-            "serve",
-            "--events",
-            "sqlite::memory:",
-            "--events-read-token",
-            READ,
-            "--events-open-read",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused(&[
+        "--events",
+        "sqlite::memory:",
+        "--events-read-token",
+        READ,
+        "--events-open-read",
+    ]);
     assert!(
         err.contains("--events-open-read and --events-read-token: an opened role takes no token"),
         "{err}"
