@@ -173,7 +173,7 @@ fn a_role_without_a_token_is_open(front: Front) {
         call(&mut c, "POST", "/streams/s-1", Some(APPEND), batch).0,
         201
     );
-    // Reading is opened: no token needed, for reads, event streams and acknowledgements.
+    // Reading is opened: no token needed, for reads and event streams.
     assert_eq!(call(&mut c, "GET", "/streams/s-1", None, b"").0, 200);
     assert_eq!(call(&mut c, "GET", "/all", None, b"").0, 200);
     let sub = Subscriber::open(s.addr, "/all/subscribe", &[]);
