@@ -7,9 +7,10 @@
 //! | `admin` | everything, and create or delete persistent subscriptions, set stream metadata, soft-delete streams |
 //!
 //! A request sends `Authorization: Bearer TOKEN`; a missing or unknown token is 401 (with
-//! `www-authenticate: Bearer`), a token without the role 403. A role with no token configured
-//! is open, except `admin` once any token is set. With no token at all the API is open to
-//! whoever reaches the port.
+//! `www-authenticate: Bearer`), a token without the role 403. With no token at all the API is
+//! open to whoever reaches the port. Once any token is set, a role without a token of its own
+//! takes the admin token only (a request without one is 401), unless [`OpenRoles`] opens it
+//! explicitly (`read` or `append`; `admin` is never opened while a token is set).
 
 use std::fmt;
 
@@ -55,18 +56,32 @@ impl fmt::Display for Role {
 /// Shortest token accepted: 16 bytes, so a token cannot be guessed by trying.
 pub const MIN_TOKEN_LEN: usize = 16;
 
-/// The configured tokens (`None`: that role is open). `Debug` shows which are set, never the
-/// tokens.
+/// The configured tokens, and the roles left open on purpose. `Debug` shows which tokens are
+/// set, never the tokens.
+///
+/// With no token at all every role is open. Once any token is set, a role is open only if
+/// [`OpenRoles`] says so; otherwise it needs its own token or the admin token (without a token
+/// of its own: the admin token only, and `admin` without a token: nobody).
 ///
 /// # Examples
 /// ```
-/// use galleon_eventstore_http::{Access, Role};
+/// use galleon_eventstore_http::{Access, OpenRoles, Role};
 ///
 /// let access = Access {
 ///     admin: Some("admin-token-0123456789".into()),
 ///     ..Access::default()
 /// };
 /// assert!(access.validate().is_ok());
+/// assert!(!access.is_role_open(Role::Read), "any token closes every role");
+/// assert_eq!(access.describe(), "read admin token only, append admin token only, admin token");
+///
+/// let public_reads = Access {
+///     open: OpenRoles { read: true, append: false },
+///     ..access
+/// };
+/// assert!(public_reads.is_role_open(Role::Read));
+/// assert_eq!(public_reads.describe(), "read open, append admin token only, admin token");
+///
 /// let short = Access { read: Some("short".into()), ..Access::default() };
 /// assert_eq!(short.validate().unwrap_err().role, Role::Read);
 /// ```
@@ -78,6 +93,19 @@ pub struct Access {
     pub append: Option<String>,
     /// Token of the `admin` role, which may do everything.
     pub admin: Option<String>,
+    /// Roles served without a token although tokens are set (none by default).
+    pub open: OpenRoles,
+}
+
+/// Roles served to anyone even though some token is set ([`Access::open`]). An opened role
+/// needs no token, so it should have none ([`Access::validate`] refuses both). `admin` cannot
+/// be opened: an API without tokens is the way to leave everything open.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenRoles {
+    /// Anyone may read, subscribe, consume and acknowledge.
+    pub read: bool,
+    /// Anyone may append.
+    pub append: bool,
 }
 
 impl fmt::Debug for Access {
@@ -86,21 +114,29 @@ impl fmt::Debug for Access {
             .field("read", &self.read.is_some())
             .field("append", &self.append.is_some())
             .field("admin", &self.admin.is_some())
+            .field("open", &self.open)
             .finish()
     }
 }
 
-/// A configured token of the wrong shape ([`Access::validate`]).
+/// A configured token of the wrong shape, or a role both opened and given a token
+/// ([`Access::validate`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InvalidToken {
     /// The role whose token it is.
     pub role: Role,
+    /// True when the role is opened ([`OpenRoles`]) and has a token too, whatever its shape.
+    pub opened: bool,
 }
 
 impl InvalidToken {
     /// What a token must be, for a message naming where it came from (a flag, a variable).
     pub fn rule(&self) -> String {
-        format!("expected at least {MIN_TOKEN_LEN} visible ASCII characters, no spaces")
+        if self.opened {
+            format!("the {} role is opened, so it takes no token", self.role)
+        } else {
+            format!("expected at least {MIN_TOKEN_LEN} visible ASCII characters, no spaces")
+        }
     }
 }
 
@@ -113,23 +149,73 @@ impl fmt::Display for InvalidToken {
 impl std::error::Error for InvalidToken {}
 
 impl Access {
-    /// True when no role has a token: the API is open.
+    /// True when no role has a token: the whole API is open.
     pub fn is_open(&self) -> bool {
         self.read.is_none() && self.append.is_none() && self.admin.is_none()
     }
 
-    /// Checks the tokens' shape (at least [`MIN_TOKEN_LEN`] visible ASCII characters); the
-    /// error names the role, never the token.
+    /// True when a request without a token may do what `role` allows: no token is set at all,
+    /// or `role` is opened by [`Access::open`].
+    pub fn is_role_open(&self, role: Role) -> bool {
+        self.is_open()
+            || match role {
+                Role::Read => self.open.read,
+                Role::Append => self.open.append,
+                Role::Admin => false,
+            }
+    }
+
+    /// True when some role is open to a request without a token (see [`Access::is_role_open`]).
+    pub fn any_open(&self) -> bool {
+        [Role::Read, Role::Append, Role::Admin]
+            .into_iter()
+            .any(|role| self.is_role_open(role))
+    }
+
+    /// Each role's state, for a start-up line: `read open`, `append token` (its own token or
+    /// the admin token), `read admin token only` (no token of its own), `admin nobody (no
+    /// token)` (no admin token while others are set), joined by `, `. Never shows a token.
+    pub fn describe(&self) -> String {
+        [Role::Read, Role::Append, Role::Admin]
+            .into_iter()
+            .map(|role| {
+                let state = if self.is_role_open(role) {
+                    "open"
+                } else if self.token(role).is_some() {
+                    "token"
+                } else if role != Role::Admin && self.admin.is_some() {
+                    "admin token only"
+                } else {
+                    "nobody (no token)"
+                };
+                format!("{role} {state}")
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The token configured for `role`.
+    fn token(&self, role: Role) -> &Option<String> {
+        match role {
+            Role::Read => &self.read,
+            Role::Append => &self.append,
+            Role::Admin => &self.admin,
+        }
+    }
+
+    /// Checks the tokens' shape (at least [`MIN_TOKEN_LEN`] visible ASCII characters) and that
+    /// no opened role has a token; the error names the role, never the token.
     pub fn validate(&self) -> Result<(), InvalidToken> {
-        for (role, token) in [
-            (Role::Read, &self.read),
-            (Role::Append, &self.append),
-            (Role::Admin, &self.admin),
-        ] {
-            if let Some(t) = token
-                && !(t.len() >= MIN_TOKEN_LEN && t.bytes().all(|b| b.is_ascii_graphic()))
-            {
-                return Err(InvalidToken { role });
+        for role in [Role::Read, Role::Append, Role::Admin] {
+            let Some(t) = self.token(role) else { continue };
+            let opened = match role {
+                Role::Read => self.open.read,
+                Role::Append => self.open.append,
+                Role::Admin => false,
+            };
+            let shaped = t.len() >= MIN_TOKEN_LEN && t.bytes().all(|b| b.is_ascii_graphic());
+            if opened || !shaped {
+                return Err(InvalidToken { role, opened });
             }
         }
         Ok(())
@@ -138,12 +224,7 @@ impl Access {
     /// `None` when a request with this `Authorization` value may do what `role` allows, else
     /// the 401 or 403 to answer.
     pub(crate) fn check(&self, authorization: Option<&[u8]>, role: Role) -> Option<ApiResponse> {
-        let needed = match role {
-            Role::Read => &self.read,
-            Role::Append => &self.append,
-            Role::Admin => &self.admin,
-        };
-        if needed.is_none() && (role != Role::Admin || self.is_open()) {
+        if self.is_role_open(role) {
             return None;
         }
         let Some(given) = authorization.and_then(bearer) else {
@@ -152,7 +233,7 @@ impl Access {
             ));
         };
         let matches = |t: &Option<String>| t.as_deref().is_some_and(|t| same(t, given));
-        if matches(&self.admin) || matches(needed) {
+        if matches(&self.admin) || matches(self.token(role)) {
             return None;
         }
         let known = matches(&self.read) || matches(&self.append);
@@ -208,6 +289,7 @@ mod tests {
             read: Some(R.into()),
             append: Some(A.into()),
             admin: Some(M.into()),
+            ..Access::default()
         };
         for (token, read, append, admin) in [
             (Some(R), 200, 403, 403),
@@ -237,19 +319,61 @@ mod tests {
     }
 
     #[test]
-    fn a_role_without_a_token_is_open_but_admin_needs_one_once_any_is_set() {
+    fn any_token_closes_every_role_unless_opened() {
         let open = Access::default();
-        assert!(open.is_open());
+        assert!(open.is_open() && open.any_open());
         assert_eq!(status(&open, None, Role::Admin), 200);
+        assert_eq!(
+            open.describe(),
+            "read open, append open, admin open",
+            "no token at all: everything open"
+        );
+        // Issue 35: a role without a token is no longer open once any token is set.
         let append_only = Access {
             append: Some(A.into()),
             ..Access::default()
         };
-        assert_eq!(status(&append_only, None, Role::Read), 200);
+        assert!(!append_only.any_open());
+        assert_eq!(status(&append_only, None, Role::Read), 401);
+        assert_eq!(status(&append_only, Some(A), Role::Read), 403);
         assert_eq!(status(&append_only, None, Role::Append), 401);
+        assert_eq!(status(&append_only, Some(A), Role::Append), 200);
         // Management is never left open once the API is protected at all.
         assert_eq!(status(&append_only, None, Role::Admin), 401);
         assert_eq!(status(&append_only, Some(A), Role::Admin), 403);
+        assert_eq!(
+            append_only.describe(),
+            "read nobody (no token), append token, admin nobody (no token)"
+        );
+        let admin_only = Access {
+            admin: Some(M.into()),
+            ..Access::default()
+        };
+        for role in [Role::Read, Role::Append, Role::Admin] {
+            assert_eq!(status(&admin_only, None, role), 401, "{role}");
+            assert_eq!(status(&admin_only, Some(M), role), 200, "{role}");
+        }
+        // Opened explicitly: no token needed for that role, the others stay closed.
+        let public_reads = Access {
+            open: OpenRoles {
+                read: true,
+                append: false,
+            },
+            ..admin_only.clone()
+        };
+        assert!(public_reads.is_role_open(Role::Read) && public_reads.any_open());
+        assert_eq!(status(&public_reads, None, Role::Read), 200);
+        assert_eq!(
+            status(&public_reads, Some("whatever-whatever"), Role::Read),
+            200
+        );
+        assert_eq!(status(&public_reads, None, Role::Append), 401);
+        assert_eq!(status(&public_reads, None, Role::Admin), 401);
+        assert_eq!(status(&public_reads, Some(M), Role::Admin), 200);
+        assert_eq!(
+            public_reads.describe(),
+            "read open, append admin token only, admin token"
+        );
     }
 
     #[test]
@@ -276,6 +400,19 @@ mod tests {
         };
         assert!(ok.validate().is_ok());
         assert!(!format!("{ok:?}").contains(R));
+        let both = Access {
+            open: OpenRoles {
+                read: true,
+                append: false,
+            },
+            ..ok.clone()
+        };
+        let e = both.validate().unwrap_err();
+        assert_eq!((e.role, e.opened), (Role::Read, true));
+        assert_eq!(
+            e.to_string(),
+            "the read token: the read role is opened, so it takes no token"
+        );
         assert!(same("abc", "abc") && !same("abc", "abd") && !same("abc", "abcd"));
         assert_eq!(bearer(format!("bearer  {R} ").as_bytes()), Some(R));
     }

@@ -33,7 +33,8 @@
 //!
 //! Tokens ([`Access`]): `Authorization: Bearer TOKEN`, one token per [`Role`]: `read`,
 //! `append`, `admin` (which may do everything). A missing or unknown token is 401, a token
-//! without the role 403; a role without a token is open, except `admin` once any token is set.
+//! without the role 403. With no token at all the API is open; once any token is set, every role
+//! without a token is refused (401) unless [`OpenRoles`] opens it (`read`, `append`).
 //!
 //! Bounds ([`ApiLimits`]): events per append, the largest read `limit`, bytes per request body.
 //!
@@ -83,7 +84,7 @@ mod sse;
 mod streams;
 
 pub use api::{ApiReply, EventsApi};
-pub use auth::{Access, InvalidToken, MIN_TOKEN_LEN, Role};
+pub use auth::{Access, InvalidToken, MIN_TOKEN_LEN, OpenRoles, Role};
 pub use encode::sse_frame;
 pub use limits::{
     ApiLimits, DEFAULT_KEEP_ALIVE, DEFAULT_MAX_BODY_BYTES, DEFAULT_READ_LIMIT,

@@ -39,6 +39,7 @@ fn metadata_and_soft_delete_over_http(front: Front) {
                 read: Some(READ.into()),
                 append: Some(APPEND.into()),
                 admin: Some(ADMIN.into()),
+                ..Access::default()
             },
             ..Options::default()
         },

@@ -141,8 +141,9 @@ pub(crate) struct Args {
         value_name = "URL"
     )]
     events: String,
-    /// Bearer token that may read, subscribe and consume (`Authorization: Bearer TOKEN`); unset:
-    /// reading is open. At least 16 visible characters.
+    /// Bearer token that may read, subscribe and consume (`Authorization: Bearer TOKEN`). At
+    /// least 16 visible characters. With no token at all the API is open; once any token is
+    /// set, a role without one takes the admin token only (see --events-open-read).
     #[arg(
         long,
         env = "GALLEON_EVENTS_READ_TOKEN",
@@ -150,7 +151,8 @@ pub(crate) struct Args {
         value_name = "TOKEN"
     )]
     events_read_token: Option<String>,
-    /// Bearer token that may append; unset: appending is open.
+    /// Bearer token that may append; unset while another token is set: appending takes the
+    /// admin token only (see --events-open-append).
     #[arg(
         long,
         env = "GALLEON_EVENTS_APPEND_TOKEN",
@@ -166,10 +168,19 @@ pub(crate) struct Args {
         value_name = "TOKEN"
     )]
     events_admin_token: Option<String>,
-    /// Serve the event-store API without any token on a non-loopback address (refused
-    /// otherwise: anyone who reaches the port could append).
+    /// Serve an event-store API with an open role (no token at all, or --events-open-read or
+    /// --events-open-append) on a non-loopback address (refused otherwise: anyone who reaches
+    /// the port could read or append).
     #[arg(long)]
     events_open: bool,
+    /// Serve reading, subscribing, consuming and acknowledging without a token although other
+    /// tokens are set (instead of --events-read-token). Off loopback it also needs --events-open.
+    #[arg(long)]
+    events_open_read: bool,
+    /// Serve appending without a token although other tokens are set (instead of
+    /// --events-append-token). Off loopback it also needs --events-open.
+    #[arg(long)]
+    events_open_append: bool,
     /// PostgreSQL only: the schema holding the event store's tables, created when missing
     /// (default: the connection's search_path, normally `public`).
     #[arg(long, value_name = "NAME")]
@@ -375,10 +386,22 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         read: args.events_read_token.clone(),
         append: args.events_append_token.clone(),
         admin: args.events_admin_token.clone(),
+        open: galleon_eventstore_http::OpenRoles {
+            read: args.events_open_read,
+            append: args.events_open_append,
+        },
     };
-    access
-        .validate()
-        .map_err(|e| anyhow::anyhow!("--events-{}-token: {}", e.role, e.rule()))?;
+    access.validate().map_err(|e| {
+        if e.opened {
+            anyhow::anyhow!(
+                "--events-open-{role} and --events-{role}-token: an opened role takes no token; \
+                 drop one of them",
+                role = e.role
+            )
+        } else {
+            anyhow::anyhow!("--events-{}-token: {}", e.role, e.rule())
+        }
+    })?;
     if args.events != crate::events::EVENTS_OFF && access.is_open() {
         anyhow::ensure!(
             args.addr.ip().is_loopback() || args.events_open,
@@ -386,6 +409,24 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
              the port could append. Set --events-admin-token (and --events-read-token, \
              --events-append-token), pass --events-open if that is meant, or --events off",
             args.addr
+        );
+    }
+    if args.events != crate::events::EVENTS_OFF && !access.is_open() && access.any_open() {
+        let opened: Vec<&str> = [
+            (access.open.read, "--events-open-read"),
+            (access.open.append, "--events-open-append"),
+        ]
+        .into_iter()
+        .filter_map(|(on, flag)| on.then_some(flag))
+        .collect();
+        anyhow::ensure!(
+            args.addr.ip().is_loopback() || args.events_open,
+            "--addr {} is not loopback and {} leaves the event-store API partly open ({}): \
+             anyone who reaches the port could use those roles without a token. Pass \
+             --events-open if that is meant, or set a token instead",
+            args.addr,
+            opened.join(" and "),
+            access.describe()
         );
     }
     let events = crate::events::EventsConfig {
@@ -478,8 +519,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                     store.backend_name(),
                     if access.is_open() {
                         "OPEN: no tokens set, anyone who reaches the address may read and append"
+                            .to_owned()
+                    } else if access.any_open() {
+                        format!("PARTLY OPEN: {}", access.describe())
                     } else {
-                        "behind bearer tokens"
+                        format!("behind bearer tokens: {}", access.describe())
                     }
                 );
                 let api = galleon_eventstore_http::EventsApi::new(store)

@@ -1,6 +1,8 @@
 //! `galleon serve`'s event-store token flags (issue 19): each flag's token reaches its role (the
 //! API's rules are galleon-eventstore-http's tests), bad tokens and an open API off loopback
-//! stop start-up.
+//! stop start-up. Issue 35: a partial token setup closes the roles without a token, the
+//! start-up line names each role's state, and an opened role (`--events-open-read`,
+//! `--events-open-append`) off loopback needs `--events-open`.
 
 mod serve_support;
 
@@ -33,6 +35,13 @@ fn call(
         );
     }
     (r.status, r.text())
+}
+
+/// `galleon serve ARGS...`'s standard error, asserting it refused to start (exit 1).
+fn refused(args: &[&str]) -> String {
+    let out = galleon().arg("serve").args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
@@ -88,28 +97,12 @@ fn the_token_flags_reach_the_api() {
 #[test]
 fn an_open_api_is_refused_off_loopback_and_tokens_are_checked() {
     // Refused before anything binds: no traffic.
-    let out = galleon()
-        .args([
-            "serve",
-            "--addr",
-            "0.0.0.0:0",
-            "--events",
-            "sqlite::memory:",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused(&["--addr", "0.0.0.0:0", "--events", "sqlite::memory:"]);
     assert!(
         err.contains("is not loopback and the event-store API has no token"),
         "{err}"
     );
-    let out = galleon()
-        .args(["serve", "--events-read-token", "short"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused(&["--events-read-token", "short"]);
     assert!(
         err.contains("--events-read-token: expected at least 16"),
         "{err}"
@@ -122,4 +115,82 @@ fn an_open_api_is_refused_off_loopback_and_tokens_are_checked() {
         "{}",
         s.stderr()
     );
+}
+
+#[test]
+fn a_partial_token_setup_closes_the_other_roles_and_says_so() {
+    let s = ServeProcess::start(&["--events-admin-token", ADMIN]);
+    assert!(
+        s.stderr().contains(
+            "API behind bearer tokens: read admin token only, append admin token only, admin token"
+        ),
+        "{}",
+        s.stderr()
+    );
+    let mut c = Client::connect(s.addr, Duration::from_secs(15)).unwrap();
+    let batch = br#"[{"type":"A","data":{}}]"#;
+    assert_eq!(call(&mut c, "POST", "/streams/s-1", None, batch).0, 401);
+    assert_eq!(call(&mut c, "GET", "/all", None, b"").0, 401);
+    let ack = br#"{"position":1}"#;
+    assert_eq!(
+        call(&mut c, "POST", "/subscriptions/mail/ack", None, ack).0,
+        401
+    );
+    assert_eq!(
+        call(&mut c, "POST", "/streams/s-1", Some(ADMIN), batch).0,
+        201
+    );
+    assert_eq!(call(&mut c, "GET", "/all", Some(ADMIN), b"").0, 200);
+}
+
+#[test]
+fn an_opened_role_stays_open_and_needs_the_open_flag_off_loopback() {
+    let s = ServeProcess::start(&["--events-append-token", APPEND, "--events-open-read"]);
+    assert!(
+        s.stderr()
+            .contains("API PARTLY OPEN: read open, append token, admin nobody (no token)"),
+        "{}",
+        s.stderr()
+    );
+    let mut c = Client::connect(s.addr, Duration::from_secs(15)).unwrap();
+    let batch = br#"[{"type":"A","data":{}}]"#;
+    assert_eq!(call(&mut c, "POST", "/streams/s-1", None, batch).0, 401);
+    assert_eq!(
+        call(&mut c, "POST", "/streams/s-1", Some(APPEND), batch).0,
+        201
+    );
+    assert_eq!(call(&mut c, "GET", "/all", None, b"").0, 200);
+
+    // Off loopback an opened role is refused without --events-open, before anything binds.
+    let err = refused(&[
+        "--addr",
+        "0.0.0.0:0",
+        "--events",
+        "sqlite::memory:",
+        "--events-admin-token",
+        ADMIN,
+        "--events-open-append",
+    ]);
+    assert!(
+        err.contains(
+            "--addr 0.0.0.0:0 is not loopback and --events-open-append leaves the event-store \
+             API partly open (read admin token only, append open, admin token)"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("Pass --events-open if that is meant"), "{err}");
+    assert!(!err.contains(ADMIN), "the token is not echoed: {err}");
+    // An opened role takes no token.
+    let err = refused(&[
+        "--events",
+        "sqlite::memory:",
+        "--events-read-token",
+        READ,
+        "--events-open-read",
+    ]);
+    assert!(
+        err.contains("--events-open-read and --events-read-token: an opened role takes no token"),
+        "{err}"
+    );
+    assert!(!err.contains(READ), "the token is not echoed: {err}");
 }

@@ -45,6 +45,7 @@ async fn start() -> App {
         read: Some(READ.into()),
         append: Some(APPEND.into()),
         admin: Some(ADMIN.into()),
+        ..Access::default()
     };
     let (router, api) =
         galleon_example_axum::app(templates.path(), Duration::from_millis(20), store, access)

@@ -1,6 +1,7 @@
 //! `cargo run -p galleon-example-http`: the app on http://127.0.0.1:3001/. The event store's
-//! tokens come from `EVENTS_READ_TOKEN`, `EVENTS_APPEND_TOKEN` and `EVENTS_ADMIN_TOKEN` (a role
-//! without one is open, admin excepted once any is set).
+//! tokens come from `EVENTS_READ_TOKEN`, `EVENTS_APPEND_TOKEN` and `EVENTS_ADMIN_TOKEN`: with
+//! none set the API is open; once any is set, a role without one takes the admin token only
+//! (`Access::open` would open a role explicitly). The first line printed says which.
 
 use std::time::Duration;
 
@@ -16,8 +17,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         read: std::env::var("EVENTS_READ_TOKEN").ok(),
         append: std::env::var("EVENTS_APPEND_TOKEN").ok(),
         admin: std::env::var("EVENTS_ADMIN_TOKEN").ok(),
+        ..Access::default()
     };
     access.validate()?;
+    println!("event-store API: {}", access.describe());
     let templates = concat!(env!("CARGO_MANIFEST_DIR"), "/templates");
     let app = galleon_example_http::app(
         templates.as_ref(),

@@ -33,6 +33,7 @@ async fn app(templates: &Path, data: &Path) -> App {
         read: Some(READ.into()),
         append: Some(APPEND.into()),
         admin: Some(ADMIN.into()),
+        ..Access::default()
     };
     galleon_example_http::app(templates, Duration::from_millis(20), store, access).unwrap()
 }
