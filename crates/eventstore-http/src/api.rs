@@ -207,7 +207,10 @@ impl EventsApi {
                 let q = req.query_pairs()?;
                 streams::read_category(store, limits, category, &borrowed(&q)).await
             }
-            Endpoint::ListSubscriptions => persistent::list_subscriptions(store).await,
+            Endpoint::ListSubscriptions => {
+                let q = req.query_pairs()?;
+                persistent::list_subscriptions(store, limits, &borrowed(&q)).await
+            }
             Endpoint::CreateSubscription => {
                 persistent::create_subscription(store, route.param(param)?, req.body()).await
             }

@@ -16,7 +16,8 @@ use galleon_eventstore::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::query::{after_last_event_id, filter};
+use crate::limits::{ApiLimits, DEFAULT_READ_LIMIT};
+use crate::query::{after_last_event_id, filter, parse_number};
 use crate::response::ApiResponse;
 
 /// `{"name","category","types","checkpoint","created_at","group"?}`.
@@ -218,21 +219,83 @@ pub(crate) async fn subscription_info(store: &Store, name: &str) -> ApiResponse 
     }
 }
 
-/// `GET /subscriptions`: `{"subscriptions": [...]}`, by name.
-pub(crate) async fn list_subscriptions(store: &Store) -> ApiResponse {
+/// `GET /subscriptions`: `{"subscriptions": [...], "next_after"}`, by name (byte order), at
+/// most `limit=` of them (default [`DEFAULT_READ_LIMIT`] or the maximum if lower; 1 to
+/// [`ApiLimits::max_read_limit`]), with names after `after=` (all without). `next_after` is the
+/// `after=` of the next page, `null` on the last one. Any other query parameter is a 400.
+pub(crate) async fn list_subscriptions(
+    store: &Store,
+    limits: &ApiLimits,
+    query: &[(&str, &str)],
+) -> ApiResponse {
     #[derive(Serialize)]
     struct Body<'a> {
         subscriptions: Vec<InfoBody<'a>>,
+        next_after: Option<&'a str>,
     }
-    match store.list_subscriptions().await {
-        Ok(list) => ApiResponse::json(
-            200,
-            &Body {
-                subscriptions: list.iter().map(InfoBody::from).collect(),
-            },
-        ),
+    let (after, limit) = match list_query(query, limits.max_read_limit) {
+        Ok(q) => q,
+        Err(r) => return r,
+    };
+    // One more than the page: whether there is a next page, without an empty last one.
+    match store.list_subscriptions_page(after, limit + 1).await {
+        Ok(mut list) => {
+            let more = list.len() > limit;
+            list.truncate(limit);
+            let next_after = if more {
+                list.last().map(|i| i.name.as_str())
+            } else {
+                None
+            };
+            ApiResponse::json(
+                200,
+                &Body {
+                    subscriptions: list.iter().map(InfoBody::from).collect(),
+                    next_after,
+                },
+            )
+        }
         Err(e) => ApiResponse::from_store_error(&e),
     }
+}
+
+/// `GET /subscriptions`'s `after=` and `limit=`, each at most once; a 400 for anything else.
+fn list_query<'q>(
+    query: &[(&str, &'q str)],
+    max_limit: usize,
+) -> Result<(Option<&'q str>, usize), ApiResponse> {
+    let mut after = None;
+    let mut limit = None;
+    for &(key, value) in query {
+        match key {
+            "after" if after.is_none() => after = Some(value),
+            "limit" if limit.is_none() => {
+                let n = parse_number("limit", value)?;
+                if n == 0 || n > max_limit as u64 {
+                    return Err(ApiResponse::error(
+                        400,
+                        &format!("query limit={n} is out of range 1..={max_limit}"),
+                    ));
+                }
+                limit = Some(n as usize);
+            }
+            "after" | "limit" => {
+                return Err(ApiResponse::error(
+                    400,
+                    &format!("query {key}= is given twice"),
+                ));
+            }
+            other => {
+                return Err(ApiResponse::error(
+                    400,
+                    &format!(
+                        "unknown query parameter {other:?} (this route takes after= and limit=)"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok((after, limit.unwrap_or(DEFAULT_READ_LIMIT.min(max_limit))))
 }
 
 /// `DELETE /subscriptions/{name}`: 200 `{"deleted": name}`; 404 when unknown.

@@ -38,6 +38,7 @@ on_both_backends!(
     appends_and_reads,
     appends_refused,
     persistent_subscriptions,
+    subscriptions_in_pages,
     consumer_groups,
     stream_metadata,
     recorded_at_as_the_store_has_it,
@@ -319,6 +320,67 @@ async fn appends_and_reads(api: EventsApi) {
         opening(s, &from, &[]).await,
         format!(": galleon $all from position {}\n\n", ev.position)
     );
+}
+
+/// `GET /subscriptions` pages (issue 35): 25 subscriptions at `limit=10` are 10, 10 and 5, every
+/// name once, in order, `next_after` leading from one page to the next and `null` on the last;
+/// a bad `limit=` or an unknown parameter is a 400.
+async fn subscriptions_in_pages(api: EventsApi) {
+    let s = &api;
+    let mut names: Vec<String> = (0..25).map(|i| format!("s-{i:02}")).collect();
+    for n in &names {
+        let r = call(s, "PUT", &format!("/subscriptions/{n}"), "").await;
+        assert_eq!(r.status, 200, "{:?}", json_of(&r));
+    }
+    names.sort();
+    let mut target = "/subscriptions?limit=10".to_owned();
+    let (mut got, mut sizes) = (Vec::new(), Vec::new());
+    loop {
+        let r = call(s, "GET", &target, "").await;
+        assert_eq!(r.status, 200, "{target}: {:?}", json_of(&r));
+        let v = json_of(&r);
+        let page = v["subscriptions"].as_array().unwrap();
+        sizes.push(page.len());
+        got.extend(page.iter().map(|i| i["name"].as_str().unwrap().to_owned()));
+        match &v["next_after"] {
+            Value::Null => break,
+            Value::String(next) => {
+                assert_eq!(next, got.last().unwrap());
+                target = format!("/subscriptions?limit=10&after={next}");
+            }
+            other => panic!("next_after {other}"),
+        }
+    }
+    assert_eq!(sizes, [10, 10, 5]);
+    assert_eq!(got, names);
+    // Without a limit: the default page (100 here), all 25 and no next page.
+    let v = json_of(&call(s, "GET", "/subscriptions", "").await);
+    assert_eq!(v["subscriptions"].as_array().unwrap().len(), 25);
+    assert_eq!(v["next_after"], Value::Null);
+    // Exactly a page left: no empty page after it.
+    let v = json_of(&call(s, "GET", "/subscriptions?after=s-14&limit=10", "").await);
+    assert_eq!(v["subscriptions"].as_array().unwrap().len(), 10);
+    assert_eq!(v["next_after"], Value::Null);
+    for (query, needle) in [
+        ("limit=0", "out of range"),
+        ("limit=1001", "out of range"),
+        (
+            "limit=99999999999999999999999",
+            "not a non-negative integer",
+        ),
+        ("limit=ten", "not a non-negative integer"),
+        ("limit=5&limit=6", "twice"),
+        ("after=a&after=b", "twice"),
+        ("bogus=1", "unknown query parameter"),
+    ] {
+        let r = call(s, "GET", &format!("/subscriptions?{query}"), "").await;
+        let v = json_of(&r);
+        assert_eq!(r.status, 400, "{query}: {v}");
+        assert!(
+            v["error"].as_str().unwrap().contains(needle),
+            "{query}: {v}"
+        );
+    }
 }
 
 async fn persistent_subscriptions(api: EventsApi) {

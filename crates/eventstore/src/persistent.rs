@@ -91,6 +91,28 @@ impl Store {
         }
     }
 
+    /// One page of the persistent subscriptions: at most `limit` of them, by name (byte order)
+    /// ascending, with names after `after` (all of them without). The next page is the one
+    /// after the last name of this one; a page shorter than `limit` is the last. `limit` 0 is
+    /// an empty page.
+    pub async fn list_subscriptions_page(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<SubscriptionInfo>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let limit = limit.min(i64::MAX as usize) as i64;
+        let after = after.map(str::to_owned);
+        match self.backend() {
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite(s) => s.list_subscriptions_page(after, limit).await,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p.list_subscriptions_page(after, limit).await,
+        }
+    }
+
     /// Deletes the subscription `name` and its checkpoint; [`Error::SubscriptionNotFound`]
     /// when there is none. Consumers already running keep going without a checkpoint.
     pub async fn delete_subscription(&self, name: &str) -> Result<()> {

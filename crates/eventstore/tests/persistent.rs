@@ -11,7 +11,50 @@ on_both_backends!(galleon_eventstore::OpenOptions::default();
     check_resumes_exactly_after_the_last_ack_across_a_restart,
     check_lifecycle_and_errors,
     check_acks_name_an_event_the_subscription_delivers,
+    check_lists_subscriptions_in_pages,
 );
+
+/// 25 subscriptions, some with names whose byte order differs from a locale's (`-`, `.`, `_`,
+/// capitals): pages of 10 give 10, 10 and 5, every name once, in byte order (issue 35).
+async fn check_lists_subscriptions_in_pages(ctx: Ctx) {
+    let s = &ctx.store;
+    let mut names: Vec<String> = (0..21).map(|i| format!("sub-{i:02}")).collect();
+    names.extend(["Zed", "_under", "sub.dot", "sub_x"].map(String::from));
+    for n in &names {
+        s.create_subscription(n, 0, EventFilter::all())
+            .await
+            .unwrap();
+    }
+    names.sort();
+    let mut after: Option<String> = None;
+    let mut got = Vec::new();
+    let mut sizes = Vec::new();
+    loop {
+        let page = s
+            .list_subscriptions_page(after.as_deref(), 10)
+            .await
+            .unwrap();
+        sizes.push(page.len());
+        got.extend(page.iter().map(|i| i.name.clone()));
+        if page.len() < 10 {
+            break;
+        }
+        after = page.last().map(|i| i.name.clone());
+    }
+    assert_eq!(sizes, [10, 10, 5]);
+    assert_eq!(got, names);
+    let all: Vec<String> = s
+        .list_subscriptions()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
+    assert_eq!(all, names, "the unpaged list in the same order");
+    assert!(s.list_subscriptions_page(None, 0).await.unwrap().is_empty());
+    let last = s.list_subscriptions_page(Some("zzz"), 10).await.unwrap();
+    assert!(last.is_empty());
+}
 
 /// Ten events of the category among five of another; the consumer handles them, acks the
 /// fourth, "crashes" (store dropped) and starts again on a new store handle: delivery resumes

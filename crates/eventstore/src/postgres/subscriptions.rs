@@ -21,7 +21,13 @@ const SQL_CREATE: &str = "WITH created AS ( \
 const SQL_GET: &str = "SELECT name, category, event_types, checkpoint, created_at, partitions, \
      member_timeout_ms FROM subscriptions WHERE name = $1";
 const SQL_LIST: &str = "SELECT name, category, event_types, checkpoint, created_at, partitions, \
-     member_timeout_ms FROM subscriptions ORDER BY name";
+     member_timeout_ms FROM subscriptions ORDER BY name COLLATE \"C\"";
+/// A page: names after `$1` (any when null) in byte order (`COLLATE "C"`, as SQLite's), at most
+/// `$2`.
+const SQL_LIST_PAGE: &str = "SELECT name, category, event_types, checkpoint, created_at, \
+     partitions, member_timeout_ms FROM subscriptions \
+     WHERE $1::text IS NULL OR name COLLATE \"C\" > $1::text COLLATE \"C\" \
+     ORDER BY name COLLATE \"C\" LIMIT $2";
 const SQL_DELETE: &str = "DELETE FROM subscriptions WHERE name = $1 RETURNING 1";
 /// True when subscription `$1` delivers the event at position `$2`: one is stored there, below
 /// the line `$all` is read under (so final, and every event before it too), passing the
@@ -113,6 +119,19 @@ impl PgStore {
 
     pub(crate) async fn list_subscriptions(&self) -> Result<Vec<SubscriptionInfo>> {
         self.run(SQL_LIST, &[]).await?.iter().map(info).collect()
+    }
+
+    /// At most `limit` subscriptions with names after `after` (any without), by name.
+    pub(crate) async fn list_subscriptions_page(
+        &self,
+        after: Option<String>,
+        limit: i64,
+    ) -> Result<Vec<SubscriptionInfo>> {
+        self.run(SQL_LIST_PAGE, &[&after, &limit])
+            .await?
+            .iter()
+            .map(info)
+            .collect()
     }
 
     pub(crate) async fn delete_subscription(&self, name: &str) -> Result<bool> {

@@ -141,6 +141,23 @@ impl SqliteStore {
         .await
     }
 
+    /// At most `limit` subscriptions with names after `after` (any without), by name.
+    pub(crate) async fn list_subscriptions_page(
+        &self,
+        after: Option<String>,
+        limit: i64,
+    ) -> Result<Vec<SubscriptionInfo>> {
+        self.with_reader(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM subscriptions WHERE ?1 IS NULL OR name > ?1 \
+                 ORDER BY name LIMIT ?2"
+            ))?;
+            let rows = stmt.query_map(params![after, limit], row_to_info)?;
+            rows.map(|r| info(r?)).collect()
+        })
+        .await
+    }
+
     pub(crate) async fn delete_subscription(&self, name: &str) -> Result<bool> {
         let name = name.to_owned();
         self.with_reader(move |conn| {
