@@ -97,7 +97,9 @@ impl ApiResponse {
             Error::StreamNotFound(_) | Error::SubscriptionNotFound(_) => {
                 ApiResponse::error(404, &e.to_string())
             }
-            Error::SubscriptionExists(_) => ApiResponse::error(409, &e.to_string()),
+            Error::SubscriptionExists(_) | Error::TooManySubscriptions { .. } => {
+                ApiResponse::error(409, &e.to_string())
+            }
             Error::InvalidInput(_) | Error::InvalidAck { .. } => {
                 ApiResponse::error(400, &e.to_string())
             }
@@ -142,6 +144,7 @@ mod tests {
             (Error::StreamNotFound("s".into()), 404),
             (Error::SubscriptionNotFound("s".into()), 404),
             (Error::SubscriptionExists("s".into()), 409),
+            (Error::TooManySubscriptions { limit: 3 }, 409),
             (Error::InvalidInput("bad".into()), 400),
             (
                 Error::InvalidAck {

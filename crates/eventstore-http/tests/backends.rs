@@ -18,16 +18,19 @@ const WAIT: Duration = Duration::from_secs(30);
 
 macro_rules! on_both_backends {
     ($($check:ident),* $(,)?) => {
+        on_both_backends!(galleon_eventstore::OpenOptions::default(); $($check),*);
+    };
+    ($options:expr; $($check:ident),* $(,)?) => {
         $(
             mod $check {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn sqlite() {
-                    super::run_sqlite(super::$check).await
+                    super::run_sqlite($options, super::$check).await
                 }
 
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn postgres() {
-                    super::run_postgres(stringify!($check), super::$check).await
+                    super::run_postgres($options, stringify!($check), super::$check).await
                 }
             }
         )*
@@ -44,19 +47,25 @@ on_both_backends!(
     recorded_at_as_the_store_has_it,
 );
 
-async fn run_sqlite<F, Fut>(check: F)
+on_both_backends!(galleon_eventstore::OpenOptions {
+        max_subscriptions: Some(2),
+        ..galleon_eventstore::OpenOptions::default()
+    };
+    subscriptions_past_the_limit_are_refused,
+);
+
+async fn run_sqlite<F, Fut>(options: OpenOptions, check: F)
 where
     F: FnOnce(EventsApi) -> Fut,
     Fut: Future<Output = ()>,
 {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&format!("sqlite:{}/events.db", dir.path().display()))
-        .await
-        .unwrap();
+    let url = format!("sqlite:{}/events.db", dir.path().display());
+    let store = Store::open_with(&url, options).await.unwrap();
     check(EventsApi::new(store)).await;
 }
 
-async fn run_postgres<F, Fut>(name: &str, check: F)
+async fn run_postgres<F, Fut>(options: OpenOptions, name: &str, check: F)
 where
     F: FnOnce(EventsApi) -> Fut,
     Fut: Future<Output = ()>,
@@ -74,7 +83,7 @@ where
     let schema = format!("es_http_core_{}", uuid::Uuid::new_v4().simple());
     let options = OpenOptions {
         pg_schema: Some(schema.clone()),
-        ..OpenOptions::default()
+        ..options
     };
     let store = Store::open_with(&url, options).await.unwrap();
     let outcome = AssertUnwindSafe(check(EventsApi::new(store)))
@@ -381,6 +390,35 @@ async fn subscriptions_in_pages(api: EventsApi) {
             "{query}: {v}"
         );
     }
+}
+
+/// With `max_subscriptions` 2 (issue 35): a third subscription or group is 409 naming the limit
+/// and how to raise it, and is not created; the two still answer, deliver and take acks.
+async fn subscriptions_past_the_limit_are_refused(api: EventsApi) {
+    let s = &api;
+    assert_eq!(call(s, "PUT", "/subscriptions/a", "").await.status, 200);
+    let group = r#"{"partitions":2}"#;
+    assert_eq!(call(s, "PUT", "/subscriptions/g", group).await.status, 200);
+    for (name, body) in [("c", ""), ("h", group)] {
+        let r = call(s, "PUT", &format!("/subscriptions/{name}"), body).await;
+        let v = json_of(&r);
+        assert_eq!(r.status, 409, "{v}");
+        let msg = v["error"].as_str().unwrap();
+        assert!(
+            msg.contains("limit of 2") && msg.contains("--events-max-subscriptions"),
+            "{v}"
+        );
+        let r = call(s, "GET", &format!("/subscriptions/{name}"), "").await;
+        assert_eq!(r.status, 404);
+    }
+    assert_eq!(call(s, "PUT", "/subscriptions/a", "").await.status, 200);
+    let r = call(s, "POST", "/streams/x-1", r#"[{"type":"A","data":{}}]"#).await;
+    let position = json_of(&r)["first_position"].as_u64().unwrap();
+    let r = ack(s, "a", &format!(r#"{{"position":{position}}}"#)).await;
+    assert_eq!(r.status, 200, "{:?}", json_of(&r));
+    assert_eq!(json_of(&r)["checkpoint"], json!(position + 1));
+    let list = json_of(&call(s, "GET", "/subscriptions", "").await);
+    assert_eq!(list["subscriptions"].as_array().unwrap().len(), 2);
 }
 
 async fn persistent_subscriptions(api: EventsApi) {

@@ -70,6 +70,17 @@ pub enum Error {
     /// with the same filter is not an error.
     #[error("subscription {0:?} already exists with another filter")]
     SubscriptionExists(String),
+    /// Creating a persistent subscription (or consumer group) past the store's limit,
+    /// [`crate::OpenOptions::max_subscriptions`]: delete some, or open the store with a higher
+    /// limit. Nothing was created.
+    #[error(
+        "the store holds its limit of {limit} persistent subscriptions: delete one, or raise \
+         the limit (OpenOptions::max_subscriptions; galleon serve --events-max-subscriptions)"
+    )]
+    TooManySubscriptions {
+        /// The limit.
+        limit: usize,
+    },
     /// An acknowledgement named a position the subscription does not deliver: no event is
     /// stored there, it is past the head (not delivered yet), its event is outside the
     /// subscription's filter, or (an ack by a consumer group member) its partition is held by

@@ -131,7 +131,7 @@ pub use groups::{
     MAX_GROUP_PARTITIONS, MAX_MEMBER_TIMEOUT, MIN_MEMBER_TIMEOUT, MemberState, PartitionState,
     partition_of,
 };
-pub use persistent::Acked;
+pub use persistent::{Acked, DEFAULT_MAX_SUBSCRIPTIONS};
 #[cfg(feature = "postgres")]
 pub use postgres::DEFAULT_POOL_SIZE;
 #[cfg(feature = "sqlite")]

@@ -19,12 +19,18 @@ use crate::store::{Backend, Store};
 use crate::subscription::Subscription;
 use crate::types::{SubscriptionInfo, validate_subscription_name};
 
+/// Persistent subscriptions (consumer groups included) a store holds by default
+/// ([`crate::OpenOptions::max_subscriptions`]): a guess, far more than a deployment's consumers,
+/// far fewer than would make listing or the store's bookkeeping slow.
+pub const DEFAULT_MAX_SUBSCRIPTIONS: usize = 10_000;
+
 impl Store {
     /// Creates the persistent subscription `name`, delivering the events that pass `filter`
     /// from position `from` on (0: everything; [`Store::head_position`]: only new events).
     /// Creating one that exists with the same filter returns it unchanged (its checkpoint is
     /// kept: a consumer may call this on every start); with another filter it is
-    /// [`Error::SubscriptionExists`].
+    /// [`Error::SubscriptionExists`]. A new one past [`crate::OpenOptions::max_subscriptions`]
+    /// is [`Error::TooManySubscriptions`].
     pub async fn create_subscription(
         &self,
         name: &str,
@@ -44,12 +50,24 @@ impl Store {
     ) -> Result<SubscriptionInfo> {
         validate_subscription_name(name)?;
         let from = from.min(i64::MAX as u64);
-        match self.backend() {
+        let max = self.max_subscriptions.min(i64::MAX as usize) as i64;
+        let within_limit = match self.backend() {
             #[cfg(feature = "sqlite")]
-            Backend::Sqlite(s) => s.create_subscription(name, from, &filter, group).await?,
+            Backend::Sqlite(s) => {
+                s.create_subscription(name, from, &filter, group, max)
+                    .await?
+            }
             #[cfg(feature = "postgres")]
-            Backend::Postgres(p) => p.create_subscription(name, from, &filter, group).await?,
+            Backend::Postgres(p) => {
+                p.create_subscription(name, from, &filter, group, max)
+                    .await?
+            }
         };
+        if !within_limit {
+            return Err(Error::TooManySubscriptions {
+                limit: self.max_subscriptions,
+            });
+        }
         let info = self.subscription_info(name).await?;
         if info.filter != filter || info.group != group {
             return Err(Error::SubscriptionExists(name.to_owned()));

@@ -51,6 +51,11 @@ pub struct OpenOptions {
     /// (default [`crate::DEFAULT_SQLITE_READER_THREADS`], 1 to
     /// [`crate::MAX_SQLITE_READER_THREADS`]). WAL readers run concurrently, one connection each.
     pub sqlite_reader_threads: Option<usize>,
+    /// Most persistent subscriptions (consumer groups included) the store holds (default
+    /// [`crate::DEFAULT_MAX_SUBSCRIPTIONS`], at least 1): creating one more is
+    /// [`Error::TooManySubscriptions`]. Subscriptions already stored past a lowered limit stay
+    /// and work. On PostgreSQL, creations running at the same moment may pass it by their number.
+    pub max_subscriptions: Option<usize>,
 }
 
 /// An event store: append to streams, read streams and `$all`, follow `$all` live.
@@ -79,6 +84,8 @@ pub struct Store {
     hub: Arc<Hub>,
     /// Appends and conflicts, for [`Store::stats`].
     counters: Arc<AppendCounters>,
+    /// [`OpenOptions::max_subscriptions`].
+    pub(crate) max_subscriptions: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -115,12 +122,21 @@ impl Store {
                 crate::MAX_READ_EVENTS
             )));
         }
+        let max_subscriptions = options
+            .max_subscriptions
+            .unwrap_or(crate::DEFAULT_MAX_SUBSCRIPTIONS);
+        if max_subscriptions == 0 {
+            return Err(Error::InvalidInput(
+                "max subscriptions 0: expected at least 1".to_owned(),
+            ));
+        }
         let backend = Store::open_backend(url, options).await?;
         let hub = Arc::new(Hub::new(Arc::new(backend.clone()), buffer, tail_max));
         Ok(Store {
             backend,
             hub,
             counters: Arc::default(),
+            max_subscriptions,
         })
     }
 

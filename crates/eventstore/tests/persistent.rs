@@ -14,6 +14,67 @@ on_both_backends!(galleon_eventstore::OpenOptions::default();
     check_lists_subscriptions_in_pages,
 );
 
+on_both_backends!(galleon_eventstore::OpenOptions {
+        max_subscriptions: Some(3),
+        ..galleon_eventstore::OpenOptions::default()
+    };
+    check_subscriptions_past_the_limit_are_refused,
+);
+
+/// With `max_subscriptions` 3: a plain subscription and a consumer group count alike; a fourth
+/// is [`Error::TooManySubscriptions`] and creates nothing; creating an existing one again is
+/// still fine, the existing ones still deliver and take acks; deleting one makes room
+/// (issue 35).
+async fn check_subscriptions_past_the_limit_are_refused(ctx: Ctx) {
+    let s = &ctx.store;
+    s.create_subscription("a", 0, EventFilter::all())
+        .await
+        .unwrap();
+    s.create_subscription("b", 0, EventFilter::all())
+        .await
+        .unwrap();
+    s.create_group("g", 0, EventFilter::all(), Default::default())
+        .await
+        .unwrap();
+    for refused in [
+        s.create_subscription("d", 0, EventFilter::all()).await,
+        s.create_group("h", 0, EventFilter::all(), Default::default())
+            .await,
+    ] {
+        match refused {
+            Err(Error::TooManySubscriptions { limit: 3 }) => {}
+            other => panic!("expected TooManySubscriptions, got {other:?}"),
+        }
+    }
+    let e = s
+        .create_subscription("d", 0, EventFilter::all())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("max_subscriptions"), "{e}");
+    assert!(matches!(
+        s.subscription_info("d").await,
+        Err(Error::SubscriptionNotFound(_))
+    ));
+    assert_eq!(s.list_subscriptions().await.unwrap().len(), 3);
+    // The existing ones: created again (same filter), consumed, acknowledged.
+    s.create_subscription("a", 0, EventFilter::all())
+        .await
+        .unwrap();
+    s.append("x-1", ExpectedVersion::Any, vec![event("A", 1)])
+        .await
+        .unwrap();
+    let (_, mut sub) = s.consume("a").await.unwrap();
+    let got = collect(&mut sub, 1).await;
+    assert_eq!(
+        s.ack("a", got[0].position).await.unwrap(),
+        got[0].position + 1
+    );
+    s.delete_subscription("b").await.unwrap();
+    s.create_subscription("d", 0, EventFilter::all())
+        .await
+        .unwrap();
+}
+
 /// 25 subscriptions, some with names whose byte order differs from a locale's (`-`, `.`, `_`,
 /// capitals): pages of 10 give 10, 10 and 5, every name once, in byte order (issue 35).
 async fn check_lists_subscriptions_in_pages(ctx: Ctx) {

@@ -10,14 +10,22 @@ use crate::groups::GroupSettings;
 use crate::time::Timestamp;
 use crate::types::SubscriptionInfo;
 
-/// One statement: the row, and for a group (`$5` not null) its partitions, only when the row was
-/// inserted.
-const SQL_CREATE: &str = "WITH created AS ( \
+/// One statement: the row unless one of that name exists or `$7` or more others do, and for a
+/// group (`$5` not null) its partitions, only when the row was inserted; answers whether the
+/// subscription exists now or was refused by the limit only (`false`). Concurrent creations
+/// each count the rows committed before them, so together they may pass the limit.
+const SQL_CREATE: &str = "WITH existing AS (SELECT 1 FROM subscriptions WHERE name = $1::text), \
+     n AS (SELECT count(*) AS c FROM subscriptions), \
+     created AS ( \
        INSERT INTO subscriptions (name, category, event_types, checkpoint, partitions, member_timeout_ms) \
-       VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING RETURNING name, partitions) \
-     INSERT INTO subscription_partitions (name, partition, checkpoint) \
-     SELECT created.name, p, $4 FROM created, generate_series(0, created.partitions - 1) AS p \
-     WHERE created.partitions IS NOT NULL";
+       SELECT $1::text, $2::text, $3::text[], $4::bigint, $5::integer, $6::bigint \
+       WHERE NOT EXISTS (SELECT 1 FROM existing) AND (SELECT c FROM n) < $7::bigint \
+       ON CONFLICT (name) DO NOTHING RETURNING name, partitions), \
+     parts AS ( \
+       INSERT INTO subscription_partitions (name, partition, checkpoint) \
+       SELECT created.name, p, $4::bigint FROM created, generate_series(0, created.partitions - 1) AS p \
+       WHERE created.partitions IS NOT NULL) \
+     SELECT EXISTS (SELECT 1 FROM existing) OR (SELECT c FROM n) < $7::bigint";
 const SQL_GET: &str = "SELECT name, category, event_types, checkpoint, created_at, partitions, \
      member_timeout_ms FROM subscriptions WHERE name = $1";
 const SQL_LIST: &str = "SELECT name, category, event_types, checkpoint, created_at, partitions, \
@@ -82,31 +90,35 @@ impl PgStore {
     }
 
     /// Inserts the subscription unless one of that name exists, with a partition row each
-    /// (checkpoint `from`, no owner) for a group.
+    /// (checkpoint `from`, no owner) for a group; `false` (nothing inserted) when there is none
+    /// of that name and `max` or more others ([`SQL_CREATE`]).
     pub(crate) async fn create_subscription(
         &self,
         name: &str,
         from: u64,
         filter: &EventFilter,
         group: Option<GroupSettings>,
-    ) -> Result<()> {
+        max: i64,
+    ) -> Result<bool> {
         let category = filter.category_name();
         let types = filter.event_types();
         let partitions = group.map(|g| g.partitions as i32);
         let timeout = group.map(|g| g.timeout_ms());
-        self.run(
-            SQL_CREATE,
-            &[
-                &name,
-                &category,
-                &types,
-                &(from as i64),
-                &partitions,
-                &timeout,
-            ],
-        )
-        .await?;
-        Ok(())
+        let rows = self
+            .run(
+                SQL_CREATE,
+                &[
+                    &name,
+                    &category,
+                    &types,
+                    &(from as i64),
+                    &partitions,
+                    &timeout,
+                    &max,
+                ],
+            )
+            .await?;
+        Ok(rows.first().is_some_and(|r| r.get::<_, bool>(0)))
     }
 
     pub(crate) async fn get_subscription(&self, name: &str) -> Result<Option<SubscriptionInfo>> {

@@ -69,14 +69,16 @@ fn info(
 
 impl SqliteStore {
     /// Inserts the subscription unless one of that name exists, with a partition row each
-    /// (checkpoint `from`, no owner) for a group.
+    /// (checkpoint `from`, no owner) for a group; `false` (nothing inserted) when there is none
+    /// of that name and `max` or more others.
     pub(crate) async fn create_subscription(
         &self,
         name: &str,
         from: u64,
         filter: &EventFilter,
         group: Option<GroupSettings>,
-    ) -> Result<()> {
+        max: i64,
+    ) -> Result<bool> {
         let name = name.to_owned();
         let category = filter.category_name().map(str::to_owned);
         let types = serde_json::to_string(filter.event_types())
@@ -86,6 +88,15 @@ impl SqliteStore {
                 conn,
                 rusqlite::TransactionBehavior::Immediate,
             )?;
+            let (exists, count): (bool, i64) = tx
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM subscriptions WHERE name = ?1), \
+                     (SELECT count(*) FROM subscriptions)",
+                )?
+                .query_row([&name], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            if !exists && count >= max {
+                return Ok(false);
+            }
             let inserted = tx
                 .prepare_cached(
                     "INSERT INTO subscriptions (name, category, event_types, checkpoint, \
@@ -111,7 +122,7 @@ impl SqliteStore {
                 }
             }
             tx.commit()?;
-            Ok(())
+            Ok(true)
         })
         .await
     }
