@@ -28,6 +28,8 @@ pub(crate) struct EventsConfig {
     pub(crate) tail_batch: usize,
     /// SQLite only: the store's reader threads.
     pub(crate) sqlite_reader_threads: usize,
+    /// Most persistent subscriptions the store holds.
+    pub(crate) max_subscriptions: usize,
 }
 
 /// Opens the store `config` names; `None` when it is [`EVENTS_OFF`]. Errors name the URL
@@ -56,6 +58,7 @@ pub(crate) async fn open(config: &EventsConfig) -> anyhow::Result<Option<Store>>
         subscriber_buffer: Some(config.subscriber_buffer),
         tail_batch_max: Some(config.tail_batch),
         sqlite_reader_threads: Some(config.sqlite_reader_threads),
+        max_subscriptions: Some(config.max_subscriptions),
         ..OpenOptions::default()
     };
     Ok(Some(

@@ -197,6 +197,10 @@ pub(crate) struct Args {
     /// its reads from 500 up to this); 500 to 10,000.
     #[arg(long, default_value_t = galleon_eventstore::TAIL_BATCH_MAX, value_name = "N")]
     events_tail_batch: usize,
+    /// Most persistent subscriptions (consumer groups included) the event store holds: creating
+    /// one more is answered 409 naming this flag. At least 1.
+    #[arg(long, default_value_t = galleon_eventstore::DEFAULT_MAX_SUBSCRIPTIONS, value_name = "N")]
+    events_max_subscriptions: usize,
     /// SQLite only: threads (one connection each) that run the store's reads, apart from every
     /// other kind of blocking work.
     #[arg(long, default_value_t = galleon_eventstore::DEFAULT_SQLITE_READER_THREADS, value_name = "N")]
@@ -436,7 +440,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         subscriber_buffer: args.events_subscriber_buffer,
         tail_batch: args.events_tail_batch,
         sqlite_reader_threads: args.sqlite_reader_threads,
+        max_subscriptions: args.events_max_subscriptions,
     };
+    anyhow::ensure!(
+        events.max_subscriptions >= 1,
+        "--events-max-subscriptions 0: expected at least 1"
+    );
     anyhow::ensure!(
         (galleon_eventstore::SUBSCRIPTION_BATCH..=galleon_eventstore::MAX_READ_EVENTS)
             .contains(&events.tail_batch),

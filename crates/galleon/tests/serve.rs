@@ -267,6 +267,10 @@ fn out_of_range_durations_and_sizes_are_refused_at_start() {
             "--events-tail-batch 499: expected 500 to 10000 events",
         ),
         (
+            ["--events-max-subscriptions", "0"],
+            "--events-max-subscriptions 0: expected at least 1",
+        ),
+        (
             ["--sqlite-reader-threads", "0"],
             "--sqlite-reader-threads 0: expected 1 to 256",
         ),
