@@ -221,14 +221,15 @@ impl CostModel {
             .0
     }
 
-    /// [`CostModel::decide`], and the route the estimates prefer (which a resample overrides).
+    /// [`CostModel::decide`], the route the estimates prefer (which a resample overrides), and
+    /// whether that route is forced (unknown cost or over the budget: never inline).
     pub(crate) fn decide_preferring(
         &mut self,
         size: Option<u64>,
         max_overhead: f64,
         budget: Duration,
         pool_hop_ns: Option<f64>,
-    ) -> (Route, Route) {
+    ) -> (Route, Route, bool) {
         let (route, forced) = self.preferred(size, max_overhead, budget, pool_hop_ns);
         let bucket = &mut self.buckets[bucket_of(size)];
         bucket.decisions += 1;
@@ -245,7 +246,7 @@ impl CostModel {
         } else {
             Route::Inline
         };
-        (decided, route)
+        (decided, route, forced)
     }
 
     /// The smallest size from which every larger size is offloaded by the current estimates

@@ -165,36 +165,37 @@ impl Kind {
     }
 
     /// Where the next job of this size goes (counted as a decision by the adaptive model), its
-    /// estimated run time (`None` while unknown), and whether the route is a resample that goes
-    /// against what the estimates prefer.
+    /// estimated run time (`None` while unknown), and whether the job may run inline as well: the
+    /// adaptive policy picked the pool for a job within the latency budget (a resample, or a cost
+    /// the hop pays for), so a saturated pool, whose wait the hop estimate leaves out, is reason
+    /// enough to run it here instead.
     pub(crate) fn route(&self, size: Option<u64>) -> (Route, Option<Duration>, bool) {
         let pool_hop = self.hop.get();
         let mut inner = self.lock();
         let fast = &self.state.fast[bucket_of(size)];
-        let route = match inner.policy {
+        let (route, flexible) = match inner.policy {
             Policy::Inline => {
                 fast.store(true, Ordering::Relaxed);
                 return (Route::Inline, None, false);
             }
-            Policy::Offload => (Route::Offload, Route::Offload),
+            Policy::Offload => (Route::Offload, false),
             Policy::Adaptive {
                 max_overhead,
                 latency_budget,
             } => {
-                let (route, preferred) =
+                let (route, preferred, forced) =
                     inner
                         .model
                         .decide_preferring(size, max_overhead, latency_budget, pool_hop);
                 fast.store(preferred == Route::Inline, Ordering::Relaxed);
-                (route, preferred)
+                (route, !forced)
             }
         };
-        let (route, preferred) = route;
         let cost = inner
             .model
             .cost_ns(size)
             .map(|c| Duration::from_nanos(c as u64));
-        (route, cost, route != preferred)
+        (route, cost, flexible)
     }
 
     fn budget(policy: Policy) -> Duration {

@@ -3,7 +3,8 @@
 //! `Pool::kind` names a class of jobs; `run`/`try_run` run a job inline or on a pool thread as the
 //! kind's policy says (a panic is `OffloadError::Panicked` and the pool goes on); `try_inline` +
 //! `offload` are the hot path that boxes no future unless the job leaves; `snapshot`, `shutdown`,
-//! `join`. A resample never queues behind a saturated pool. For a job estimated under `await_spin`
+//! `join`. A job the adaptive policy may run inline (a resample, or any cost under the latency
+//! budget) never queues behind a saturated pool. For a job estimated under `await_spin`
 //! (10 µs) the awaiting task keeps its worker polling, so the hop back costs no thread wake-up.
 
 use crate::adaptive::Route;
@@ -351,8 +352,8 @@ impl Pool {
         if kind.fast_inline(size) {
             return Decision::Fast;
         }
-        let (route, cost, resampled) = kind.route(size);
-        if route == Route::Inline || resampled && self.saturated() {
+        let (route, cost, flexible) = kind.route(size);
+        if route == Route::Inline || flexible && self.saturated() {
             Decision::Inline
         } else {
             Decision::Offload(cost)
@@ -451,9 +452,9 @@ impl Pool {
         }
     }
 
-    /// Whether a job queued now would wait. A resample (a job the estimates would run inline,
-    /// sent to the pool to measure the hop again) is not worth a wait behind other kinds' long
-    /// jobs: it then runs inline, as preferred.
+    /// Whether a job queued now would wait. A job the adaptive policy may run inline (a resample,
+    /// or a cost under the latency budget that the hop pays for) is not worth a wait behind other
+    /// kinds' long jobs: the hop estimate leaves waits out, so it then runs inline.
     fn saturated(&self) -> bool {
         self.handle.shared.is_saturated(self.handle.thread_count)
     }

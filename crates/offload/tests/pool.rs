@@ -451,7 +451,17 @@ async fn pool_threads_take_the_configured_nice_value_and_callers_keep_theirs() {
 
 #[tokio::test]
 async fn a_resample_does_not_wait_behind_a_busy_pool() {
-    let p = pool(1, 16, Policy::adaptive());
+    // A budget no preempted 5 us job can exceed: on a loaded machine one inline job preempted
+    // for a time slice (several ms) would jump the cost over the default 1 ms budget, and that
+    // job, forced to the pool rather than resampled, would rightly wait behind the blocker.
+    let p = pool(
+        1,
+        16,
+        Policy::Adaptive {
+            max_overhead: galleon_offload::DEFAULT_MAX_OVERHEAD,
+            latency_budget: Duration::from_secs(3600),
+        },
+    );
     let cheap = p.kind("cheap");
     let us = Duration::from_micros(1);
     for _ in 0..60 {
@@ -475,7 +485,9 @@ async fn a_resample_does_not_wait_behind_a_busy_pool() {
             busy(5 * us);
             on_pool_thread()
         };
-        assert!(!p.run(&cheap, None, job).await.unwrap());
+        let ran = tokio::time::timeout(Duration::from_secs(20), p.run(&cheap, None, job));
+        let on_pool = ran.await.expect("a cheap job queued behind the blocker");
+        assert!(!on_pool.unwrap());
     }
     assert_eq!(
         cheap.snapshot().offloaded,
@@ -484,6 +496,43 @@ async fn a_resample_does_not_wait_behind_a_busy_pool() {
     );
     drop(gate.open);
     assert_eq!(held.await.unwrap(), Ok(1));
+}
+
+#[tokio::test]
+async fn a_job_under_the_budget_runs_inline_rather_than_wait_behind_a_busy_pool() {
+    let p = pool(1, 16, Policy::adaptive());
+    let mid = p.kind("mid");
+    let us = Duration::from_micros(1);
+    // 100 us of work and a 2 us hop: the estimates prefer the pool, and 100 us is well under the
+    // 1 ms budget, so inline is allowed too.
+    for _ in 0..60 {
+        mid.observe(None, 100 * us, Some(2 * us));
+    }
+    assert!(p.run(&mid, None, on_pool_thread).await.unwrap());
+    let blocker = p.kind("blocker");
+    blocker.set_policy(Policy::Offload);
+    let (gate, job) = gated(1);
+    let held = spawn_run(&p, &blocker, job);
+    until("the blocker started", || gate.started()).await;
+    // The pool's only thread is held: the wait would be the blocker's whole run, which the hop
+    // estimate leaves out. The job runs here instead.
+    let ran = tokio::time::timeout(Duration::from_secs(20), p.run(&mid, None, on_pool_thread));
+    let on_pool = ran.await.expect("the job queued behind the blocker");
+    assert!(!on_pool.unwrap());
+    // A job over the budget still goes to the pool and waits its turn.
+    let heavy = p.kind("heavy");
+    for _ in 0..60 {
+        heavy.observe(None, 5000 * us, Some(2 * us));
+    }
+    let waiting = spawn_run(&p, &heavy, || u32::from(on_pool_thread()));
+    until("the heavy job is queued", || p.snapshot().queued == 1).await;
+    drop(gate.open);
+    assert_eq!(held.await.unwrap(), Ok(1));
+    assert_eq!(
+        waiting.await.unwrap(),
+        Ok(1),
+        "the heavy job ran on the pool"
+    );
 }
 
 #[tokio::test]
@@ -509,7 +558,9 @@ async fn waiting_for_a_busy_thread_is_measured_but_not_counted_as_the_hop() {
     // The model's hop is what is left: the move itself, not the 60 ms in the queue.
     let hop = queued.estimated_hop(None);
     assert!(hop < hold / 2, "hop estimate {hop:?} includes the wait");
-    // A job that found the thread free waited for nothing.
+    // A job that found the thread free waited for nothing. The thread counts itself free only
+    // after it has sent the last result: wait for that, or the job may find it finishing.
+    until("the thread is free", || p.snapshot().busy == 0).await;
     let free = p.kind("free");
     assert_eq!(p.run(&free, None, || 3).await, Ok(3));
     assert_eq!(free.histograms().waited.max(), 0);
