@@ -37,6 +37,14 @@ pub(crate) struct OffloadArgs {
     /// Most Argon2id passes one /hash request runs.
     #[arg(long, default_value_t = galleon_site::work::DEFAULT_MAX_HASH_COST, value_name = "N")]
     max_hash_cost: u32,
+    /// Most /seal requests, and most /hash requests, in flight at once; more are answered 503
+    /// with retry-after (0: twice the pool's threads).
+    #[arg(long, default_value_t = galleon_site::offload::DEFAULT_HEAVY_REQUESTS, value_name = "N")]
+    max_heavy_requests: usize,
+    /// Most pool threads the /seal jobs, and the /hash jobs, hold at once, so page renders and
+    /// stream chunks always find one (0: one fewer than the pool's threads, at least one).
+    #[arg(long, default_value_t = galleon_site::offload::DEFAULT_HEAVY_THREADS, value_name = "N")]
+    heavy_threads: usize,
 }
 
 impl OffloadArgs {
@@ -49,6 +57,8 @@ impl OffloadArgs {
             queue: self.offload_queue,
             max_seal_bytes: self.max_seal_bytes,
             max_hash_cost: self.max_hash_cost,
+            heavy_requests: self.max_heavy_requests,
+            heavy_threads: self.heavy_threads,
         }
     }
 }

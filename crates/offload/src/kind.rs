@@ -8,7 +8,7 @@ use crate::adaptive::{BUCKETS, CostModel, Route, bucket_of, envelope};
 use crate::policy::Policy;
 use crate::stats::{HistogramSummary, KindHistograms, KindSnapshot};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -84,6 +84,10 @@ pub(crate) struct KindState {
     panicked: AtomicU64,
     /// Per size bucket: the last full decision preferred inline (so the fast path may run it).
     fast: [AtomicBool; BUCKETS],
+    /// Its lane in the pool's queue (the order it was registered in).
+    pub(crate) lane: usize,
+    /// Most pool threads its jobs hold at once (0: no cap).
+    max_threads: AtomicUsize,
 }
 
 /// A named class of jobs (`"seal"`, `"render"`), registered once with
@@ -96,7 +100,7 @@ pub struct Kind {
 }
 
 impl Kind {
-    pub(crate) fn new(name: &str, policy: Policy, hop: Arc<SharedHop>) -> Kind {
+    pub(crate) fn new(name: &str, policy: Policy, hop: Arc<SharedHop>, lane: usize) -> Kind {
         Kind {
             state: Arc::new(KindState {
                 name: name.to_owned(),
@@ -109,6 +113,8 @@ impl Kind {
                 offloaded: AtomicU64::new(0),
                 panicked: AtomicU64::new(0),
                 fast: std::array::from_fn(|_| AtomicBool::new(false)),
+                lane,
+                max_threads: AtomicUsize::new(0),
             }),
             hop,
         }
@@ -129,6 +135,33 @@ impl Kind {
     /// Its policy (the pool's default unless set).
     pub fn policy(&self) -> Policy {
         self.lock().policy
+    }
+
+    /// Let at most `n` pool threads run this kind's jobs at once (0: no cap, the default); its
+    /// other jobs wait while other kinds' jobs take the free threads. For a heavy kind a client
+    /// can flood (a password hash): with `n` below the pool's threads, other kinds always find a
+    /// thread within one of their own jobs. Applies to jobs queued from now on.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use galleon_offload::{Config, Policy, Pool};
+    /// let pool = Pool::new(Config { threads: 2, policy: Policy::Offload, ..Config::default() })?;
+    /// let hash = pool.kind("hash");
+    /// hash.set_max_threads(1); // one thread stays free for everything else
+    /// assert_eq!(hash.max_threads(), 1);
+    /// assert_eq!(pool.run(&hash, None, || 6 * 7).await, Ok(42));
+    /// # std::io::Result::Ok(())
+    /// # }).unwrap();
+    /// ```
+    pub fn set_max_threads(&self, n: usize) {
+        self.state.max_threads.store(n, Ordering::Relaxed);
+    }
+
+    /// The cap [`Kind::set_max_threads`] set (0: none).
+    pub fn max_threads(&self) -> usize {
+        self.state.max_threads.load(Ordering::Relaxed)
     }
 
     /// Change its policy; the estimates are kept.

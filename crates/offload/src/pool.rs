@@ -242,9 +242,10 @@ impl Pool {
             .kinds
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        let lane = kinds.len();
         kinds
             .entry(name.to_owned())
-            .or_insert_with(|| Kind::new(name, self.handle.policy, self.handle.hop.clone()))
+            .or_insert_with(|| Kind::new(name, self.handle.policy, self.handle.hop.clone(), lane))
             .clone()
     }
 
@@ -409,7 +410,8 @@ impl Pool {
             true
         });
         let submitted = Instant::now();
-        if shared.push(task).is_err() {
+        let (lane, cap) = (kind.state.lane, kind.max_threads());
+        if shared.push(task, lane, cap).is_err() {
             return Err(OffloadError::ShutDown);
         }
         // Keep this worker polling (politely: other tasks run between polls) for `await_spin`

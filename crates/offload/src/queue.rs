@@ -7,6 +7,12 @@
 //!
 //! Bounded memory: a semaphore of `capacity` slots, taken before a push and given back when a
 //! thread takes the job.
+//!
+//! Fairness: each kind waits in its own lane, and a free thread takes the head of the next lane in
+//! turn, so a flood of one kind's jobs delays another kind's job by at most one job per kind
+//! waiting, not by the whole flood. A lane may have a cap (`Kind::set_max_threads`): at most that
+//! many threads run its jobs at once, so a heavy kind cannot hold every thread while a light
+//! kind's job arrives.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -31,18 +37,67 @@ pub(crate) struct Ready<'a> {
 /// whether it ran, `false` if its caller was gone), with `None` to cancel it (shutdown).
 pub(crate) type Task = Box<dyn FnOnce(Option<&Ready<'_>>) -> bool + Send>;
 
+/// One kind's queued jobs.
+#[derive(Default)]
+struct Lane {
+    tasks: VecDeque<Task>,
+    /// Its jobs running now; counted only while the lane has a cap.
+    running: usize,
+    /// Most of its jobs that run at once (0: no cap), as of its last push.
+    cap: usize,
+}
+
+impl Lane {
+    fn full(&self) -> bool {
+        self.cap != 0 && self.running >= self.cap
+    }
+}
+
 #[derive(Default)]
 struct State {
-    tasks: VecDeque<Task>,
+    /// Indexed by the kind's lane number.
+    lanes: Vec<Lane>,
+    /// The lanes with queued jobs, in turn order; each at most once.
+    turn: VecDeque<usize>,
+    /// Jobs in all lanes.
+    len: usize,
     /// Threads waiting on the condvar.
     parked: usize,
     shutdown: bool,
 }
 
+impl State {
+    /// The head of the first lane in turn that is under its cap; that lane goes to the back of
+    /// the turn. The job's lane and whether it counts against a cap come with it.
+    fn pop(&mut self) -> Option<(Task, Option<usize>)> {
+        for _ in 0..self.turn.len() {
+            let id = self.turn.pop_front()?;
+            let lane = &mut self.lanes[id];
+            if lane.full() {
+                self.turn.push_back(id);
+                continue;
+            }
+            let Some(task) = lane.tasks.pop_front() else {
+                continue;
+            };
+            let capped = (lane.cap != 0).then(|| {
+                lane.running += 1;
+                id
+            });
+            if !lane.tasks.is_empty() {
+                self.turn.push_back(id);
+            }
+            self.len -= 1;
+            return Some((task, capped));
+        }
+        None
+    }
+}
+
 pub(crate) struct Shared {
     state: Mutex<State>,
     cv: Condvar,
-    /// `state.tasks.len()`, readable without the lock by spinning threads.
+    /// `state.len`, readable without the lock by spinning threads.
     queued: AtomicUsize,
     /// Threads spinning for work (decremented under the lock).
     spinning: AtomicUsize,
@@ -99,15 +154,30 @@ impl Shared {
         self.shut.load(Ordering::Acquire)
     }
 
-    /// Queue a task whose slot was taken; gives it back if the pool is shut down.
-    pub(crate) fn push(&self, task: Task) -> Result<(), Task> {
+    /// Queue a task whose slot was taken in lane `lane` (its kind's), which runs at most `cap`
+    /// jobs at once (0: no cap); gives it back if the pool is shut down.
+    pub(crate) fn push(&self, task: Task, lane: usize, cap: usize) -> Result<(), Task> {
         let mut state = self.lock();
         if state.shutdown {
             return Err(task);
         }
-        state.tasks.push_back(task);
+        if state.lanes.len() <= lane {
+            state.lanes.resize_with(lane + 1, Lane::default);
+        }
+        let l = &mut state.lanes[lane];
+        if l.cap != 0 && cap == 0 {
+            // Uncapped from now on: running jobs are no longer counted.
+            l.running = 0;
+        }
+        l.cap = cap;
+        let first = l.tasks.is_empty();
+        l.tasks.push_back(task);
+        if first {
+            state.turn.push_back(lane);
+        }
+        state.len += 1;
         self.queued.fetch_add(1, Ordering::SeqCst);
-        let wake = state.parked > 0 && state.tasks.len() > self.spinning.load(Ordering::SeqCst);
+        let wake = state.parked > 0 && state.len > self.spinning.load(Ordering::SeqCst);
         drop(state);
         if wake {
             self.cv.notify_one();
@@ -126,7 +196,10 @@ impl Shared {
             state.shutdown = true;
             self.shut.store(true, Ordering::Release);
             self.queued.store(0, Ordering::SeqCst);
-            state.tasks.drain(..).collect()
+            state.len = 0;
+            state.turn.clear();
+            let lanes = state.lanes.iter_mut();
+            lanes.flat_map(|l| l.tasks.drain(..)).collect()
         };
         self.slots.close();
         self.cv.notify_all();
@@ -143,7 +216,7 @@ impl Shared {
     pub(crate) fn counts(&self) -> QueueCounts {
         let state = self.lock();
         QueueCounts {
-            queued: state.tasks.len(),
+            queued: state.len,
             busy: self.busy.load(Ordering::Relaxed),
             parked: state.parked,
             abandoned: self.abandoned.load(Ordering::Relaxed),
@@ -184,11 +257,10 @@ impl Shared {
         let mut free_since = Instant::now();
         let mut state = self.lock();
         loop {
-            if let Some(task) = state.tasks.pop_front() {
+            if let Some((task, capped)) = state.pop() {
                 self.queued.fetch_sub(1, Ordering::SeqCst);
-                let more = !state.tasks.is_empty()
-                    && state.parked > 0
-                    && self.spinning.load(Ordering::SeqCst) == 0;
+                let more =
+                    state.len > 0 && state.parked > 0 && self.spinning.load(Ordering::SeqCst) == 0;
                 drop(state);
                 if more {
                     self.cv.notify_one();
@@ -211,6 +283,12 @@ impl Shared {
                 let ran = catch_unwind(AssertUnwindSafe(|| task(Some(&ready)))).unwrap_or(true);
                 before_reply();
                 free_since = Instant::now();
+                if let Some(id) = capped {
+                    // The lane may be under its cap again: this thread looks at it next.
+                    let mut state = self.lock();
+                    let lane = &mut state.lanes[id];
+                    lane.running = lane.running.saturating_sub(1);
+                }
                 self.busy.fetch_sub(1, Ordering::Relaxed);
                 if !ran {
                     self.abandoned.fetch_add(1, Ordering::Relaxed);

@@ -7,6 +7,12 @@
 //! | `GET /hash?cost=N` | an Argon2id hash of N passes over 8 MiB (a job of many milliseconds), kind `hash` |
 //! | `GET /_galleon/offload` | the pool and every kind as JSON (counts, hop and run histograms, estimates); loopback peers only |
 //!
+//! `/seal` and `/hash` are public and a client can flood them: each answers at most
+//! `--max-heavy-requests` requests at once (503 with `retry-after` past it), and their jobs hold
+//! at most `--heavy-threads` pool threads (one fewer than the pool by default), so page renders
+//! and stream chunks always find a thread within one of their own jobs; the pool takes its kinds'
+//! jobs in turn.
+//!
 //! Page renders (kind `render:/NAME`, see `pages.rs`) and streamed chunks (`stream-chunk`) use the
 //! same pool. Under the adaptive policy a chunk runs where the model puts it (a template's
 //! chunks: inline, on the bulk writer that writes the stream), and always on the pool when streams
@@ -15,6 +21,8 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use galleon_http::{Request, Response, Router, StatusCode};
 use galleon_offload::{Config, Kind, OffloadError, Policy, Pool, Priority};
@@ -39,6 +47,15 @@ pub const DEFAULT_NICE: i32 = 10;
 /// machines galleon has to itself.
 pub const DEFAULT_PRIORITY: Priority = Priority::Normal;
 
+/// Default `--max-heavy-requests`: 0, twice the pool's threads.
+pub const DEFAULT_HEAVY_REQUESTS: usize = 0;
+
+/// Default `--heavy-threads`: 0, one fewer than the pool's threads (at least one).
+pub const DEFAULT_HEAVY_THREADS: usize = 0;
+
+/// Largest `--max-heavy-requests`.
+const MAX_HEAVY_REQUESTS: usize = 1 << 16;
+
 /// Largest `--offload-queue` and `--offload-threads`.
 const MAX_QUEUE: usize = 1 << 20;
 const MAX_THREADS: usize = 1024;
@@ -61,6 +78,12 @@ pub struct OffloadConfig {
     pub max_seal_bytes: usize,
     /// Most Argon2id passes one /hash request runs.
     pub max_hash_cost: u32,
+    /// Most /seal requests, and most /hash requests, in flight at once (0: twice the pool's
+    /// threads); more are answered 503 with `retry-after`.
+    pub heavy_requests: usize,
+    /// Most pool threads the /seal jobs, and the /hash jobs, hold at once (0: one fewer than the
+    /// pool's threads, at least one).
+    pub heavy_threads: usize,
 }
 
 impl Default for OffloadConfig {
@@ -73,6 +96,8 @@ impl Default for OffloadConfig {
             queue: DEFAULT_QUEUE,
             max_seal_bytes: work::DEFAULT_MAX_SEAL_BYTES,
             max_hash_cost: work::DEFAULT_MAX_HASH_COST,
+            heavy_requests: DEFAULT_HEAVY_REQUESTS,
+            heavy_threads: DEFAULT_HEAVY_THREADS,
         }
     }
 }
@@ -108,6 +133,11 @@ pub fn pool(args: &OffloadConfig, bulk_writers: usize) -> anyhow::Result<(Pool, 
         args.max_hash_cost,
         work::MAX_HASH_COST
     );
+    anyhow::ensure!(
+        args.heavy_requests <= MAX_HEAVY_REQUESTS,
+        "--max-heavy-requests {}: expected 0 (twice the pool's threads) to {MAX_HEAVY_REQUESTS}",
+        args.heavy_requests
+    );
     let pool = Pool::new(Config {
         threads: args.threads,
         queue_capacity: args.queue,
@@ -116,6 +146,19 @@ pub fn pool(args: &OffloadConfig, bulk_writers: usize) -> anyhow::Result<(Pool, 
         priority: args.priority,
         ..Config::default()
     })?;
+    let threads = pool.threads();
+    anyhow::ensure!(
+        args.heavy_threads <= threads,
+        "--heavy-threads {}: expected 0 (one fewer than the pool's) to the pool's {threads} threads",
+        args.heavy_threads
+    );
+    let heavy_threads = match args.heavy_threads {
+        0 => threads.saturating_sub(1).max(1),
+        n => n,
+    };
+    for name in [SEAL_KIND, HASH_KIND] {
+        pool.kind(name).set_max_threads(heavy_threads);
+    }
     if bulk_writers == 0 && matches!(args.policy, Policy::Adaptive { .. }) {
         // Streams written on the request workers: their chunks leave the workers whatever they
         // cost. With readers slow the pool is parked between chunks, and its measured hop makes
@@ -129,6 +172,10 @@ pub fn pool(args: &OffloadConfig, bulk_writers: usize) -> anyhow::Result<(Pool, 
     let limits = WorkLimits {
         max_seal_bytes: args.max_seal_bytes,
         max_hash_cost: args.max_hash_cost,
+        max_in_flight: match args.heavy_requests {
+            0 => 2 * threads,
+            n => n,
+        },
     };
     Ok((pool, limits))
 }
@@ -146,15 +193,40 @@ pub fn failed(kind: &Kind, e: OffloadError) -> Response {
     }
 }
 
+/// The kind of the `/seal` jobs.
+pub const SEAL_KIND: &str = "seal";
+
+/// The kind of the `/hash` jobs.
+pub const HASH_KIND: &str = "hash";
+
+/// A permit to run one request of a route bounded to `max_in_flight` at once, or the 503 to
+/// answer instead.
+fn admit(slots: &Arc<Semaphore>, route: &str) -> Result<OwnedSemaphorePermit, Response> {
+    slots.clone().try_acquire_owned().map_err(|_| {
+        Response::error(
+            StatusCode(503),
+            format!("too many {route} requests at once (--max-heavy-requests); retry shortly"),
+        )
+        .with_header("retry-after", "1")
+    })
+}
+
 /// Adds `/seal`, `/hash` and the statistics endpoint to `router`.
 /// `/_galleon/offload` answers loopback peers only unless `diagnostics_open`.
 pub fn mount(router: Router, pool: &Pool, limits: WorkLimits, diagnostics_open: bool) -> Router {
-    let seal = (pool.clone(), pool.kind("seal"), Arc::new(AtomicU64::new(0)));
-    let hash = (pool.clone(), pool.kind("hash"));
+    let slots = || Arc::new(Semaphore::new(limits.max_in_flight.max(1)));
+    let seal = (
+        pool.clone(),
+        pool.kind(SEAL_KIND),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let seal_slots = slots();
+    let hash = (pool.clone(), pool.kind(HASH_KIND), slots());
     let stats = pool.clone();
     router
         .get("/seal", move |req: Request| {
             let (pool, kind, counter) = seal.clone();
+            let slots = seal_slots.clone();
             async move {
                 let bytes = match work::seal_bytes(
                     req.query_value("bytes").as_deref(),
@@ -162,6 +234,10 @@ pub fn mount(router: Router, pool: &Pool, limits: WorkLimits, diagnostics_open: 
                 ) {
                     Ok(n) => n,
                     Err(msg) => return Response::error(StatusCode::BAD_REQUEST, &msg),
+                };
+                let _permit = match admit(&slots, "/seal") {
+                    Ok(p) => p,
+                    Err(busy) => return busy,
                 };
                 let nonce = counter.fetch_add(1, Ordering::Relaxed);
                 let job = move || work::seal(bytes, nonce);
@@ -175,7 +251,7 @@ pub fn mount(router: Router, pool: &Pool, limits: WorkLimits, diagnostics_open: 
             }
         })
         .get("/hash", move |req: Request| {
-            let (pool, kind) = hash.clone();
+            let (pool, kind, slots) = hash.clone();
             async move {
                 let cost =
                     match work::hash_cost(req.query_value("cost").as_deref(), limits.max_hash_cost)
@@ -183,6 +259,10 @@ pub fn mount(router: Router, pool: &Pool, limits: WorkLimits, diagnostics_open: 
                         Ok(n) => n,
                         Err(msg) => return Response::error(StatusCode::BAD_REQUEST, &msg),
                     };
+                let _permit = match admit(&slots, "/hash") {
+                    Ok(p) => p,
+                    Err(busy) => return busy,
+                };
                 match pool
                     .run(&kind, Some(u64::from(cost)), move || work::hash(cost))
                     .await
@@ -256,5 +336,83 @@ mod tests {
             seal["inline"].as_u64().unwrap() + seal["offloaded"].as_u64().unwrap(),
             1
         );
+    }
+
+    #[tokio::test]
+    async fn past_the_bound_a_heavy_request_is_answered_503_with_retry_after() {
+        let pool = Pool::new(Config {
+            threads: 1,
+            policy: Policy::Offload,
+            ..Config::default()
+        })
+        .unwrap();
+        let limits = WorkLimits {
+            max_in_flight: 1,
+            ..WorkLimits::default()
+        };
+        let router = Arc::new(mount(Router::new(), &pool, limits, false));
+        // Hold the only pool thread so the first /hash stays in flight, queued.
+        let (open, gate) = std::sync::mpsc::channel::<()>();
+        let blocker = pool.kind("blocker");
+        let held = {
+            let pool = pool.clone();
+            tokio::spawn(async move { pool.run(&blocker, None, move || gate.recv()).await })
+        };
+        let first = {
+            let router = router.clone();
+            tokio::spawn(async move { router.handle(get("/hash?cost=1", "127.0.0.1:1")).await })
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while pool.snapshot().queued < 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the first /hash never queued"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        let busy = router.handle(get("/hash?cost=1", "127.0.0.1:2")).await;
+        assert_eq!(busy.status().0, 503);
+        let retry = busy
+            .headers()
+            .find(|(n, _)| n.eq_ignore_ascii_case("retry-after"));
+        assert_eq!(retry, Some(("retry-after", "1")));
+        // /seal has its own bound: it is admitted (and queued) while /hash is full.
+        let seal = {
+            let router = router.clone();
+            tokio::spawn(async move { router.handle(get("/seal?bytes=10", "127.0.0.1:3")).await })
+        };
+        while pool.snapshot().queued < 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the /seal never queued"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        drop(open);
+        assert!(held.await.unwrap().is_ok());
+        assert_eq!(first.await.unwrap().status().0, 200);
+        assert_eq!(seal.await.unwrap().status().0, 200);
+        // The permit came back with the answer.
+        let again = router.handle(get("/hash?cost=1", "127.0.0.1:4")).await;
+        assert_eq!(again.status().0, 200);
+    }
+
+    #[test]
+    fn the_heavy_kinds_leave_one_thread_to_the_rest_by_default() {
+        let config = |threads, heavy_threads| OffloadConfig {
+            threads,
+            heavy_threads,
+            ..OffloadConfig::default()
+        };
+        let (pool, limits) = super::pool(&config(3, 0), 1).unwrap();
+        assert_eq!(pool.kind(HASH_KIND).max_threads(), 2);
+        assert_eq!(pool.kind(SEAL_KIND).max_threads(), 2);
+        assert_eq!(limits.max_in_flight, 6);
+        let (pool, _) = super::pool(&config(1, 0), 1).unwrap();
+        assert_eq!(pool.kind(HASH_KIND).max_threads(), 1);
+        let (pool, _) = super::pool(&config(2, 2), 1).unwrap();
+        assert_eq!(pool.kind(HASH_KIND).max_threads(), 2);
+        let err = super::pool(&config(2, 3), 1).unwrap_err().to_string();
+        assert!(err.contains("--heavy-threads 3"), "{err}");
     }
 }

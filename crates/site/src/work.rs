@@ -22,13 +22,17 @@ pub const MAX_HASH_COST: u32 = 1000;
 /// Argon2id memory per hash, in KiB: 8 MiB, so a few concurrent hashes stay small.
 const HASH_MEMORY_KIB: u32 = 8 * 1024;
 
-/// The bounds of `/seal` and `/hash` (flags `--max-seal-bytes`, `--max-hash-cost`).
+/// The bounds of `/seal` and `/hash` (flags `--max-seal-bytes`, `--max-hash-cost`,
+/// `--max-heavy-requests`).
 #[derive(Debug, Clone, Copy)]
 pub struct WorkLimits {
     /// Most bytes one `/seal` request seals.
     pub max_seal_bytes: usize,
     /// Most Argon2id passes one `/hash` request runs.
     pub max_hash_cost: u32,
+    /// Most `/seal` requests, and most `/hash` requests, in flight at once; past it a request
+    /// is answered 503 with `retry-after`.
+    pub max_in_flight: usize,
 }
 
 impl Default for WorkLimits {
@@ -36,6 +40,7 @@ impl Default for WorkLimits {
         WorkLimits {
             max_seal_bytes: DEFAULT_MAX_SEAL_BYTES,
             max_hash_cost: DEFAULT_MAX_HASH_COST,
+            max_in_flight: 4,
         }
     }
 }
