@@ -6,6 +6,7 @@ use crate::lexer::{Part, SyntaxError, Tok, Token};
 use crate::value::Value;
 
 use super::MAX_NESTING;
+use super::height::{height, too_deep};
 
 /// A cursor over the tokens of one tag (or of one `#{...}`).
 pub(super) struct Parser {
@@ -140,19 +141,26 @@ impl Parser {
         }
     }
 
+    /// An expression at most [`MAX_NESTING`] levels high (see `height.rs`).
     pub(super) fn expr(&mut self) -> Result<Expr, SyntaxError> {
-        self.expr_bp(0)
+        Ok(self.expr_bp(0)?.0)
     }
 
-    fn expr_bp(&mut self, min_bp: u8) -> Result<Expr, SyntaxError> {
+    /// An expression of operators binding at least `min_bp`, and its height. Both the
+    /// recursion (`depth`) and the height of the tree built are held to [`MAX_NESTING`]: a
+    /// left-associative chain is built in the loop below, one level per operator, without
+    /// recursing.
+    fn expr_bp(&mut self, min_bp: u8) -> Result<(Expr, usize), SyntaxError> {
         self.depth += 1;
         if self.depth > MAX_NESTING {
-            return Err(SyntaxError::new(
-                self.here(),
-                "expression nested too deeply",
-            ));
+            return Err(too_deep(self.here(), "expression"));
         }
+        let start = self.here();
         let mut lhs = self.prefix()?;
+        let mut lhs_height = height(&lhs, MAX_NESTING);
+        if lhs_height > MAX_NESTING {
+            return Err(too_deep(start, "expression"));
+        }
         while let Some((l, r, op, len)) = self
             .peek()
             .and_then(|t| infix(t, self.tokens.get(self.pos + 1).map(|t| &t.tok)))
@@ -162,7 +170,17 @@ impl Parser {
             }
             let op_span = self.here();
             self.pos += len;
-            let rhs = self.expr_bp(r)?;
+            let (rhs, rhs_height) = self.expr_bp(r)?;
+            // The height of the node built below: `not in` is two nodes, a pipe adds `lhs` to
+            // the arguments of the call on its right.
+            lhs_height = match op {
+                Infix::NotIn => 2 + lhs_height.max(rhs_height),
+                Infix::Pipe => rhs_height.max(1 + lhs_height),
+                Infix::Bin(_) | Infix::Range => 1 + lhs_height.max(rhs_height),
+            };
+            if lhs_height > MAX_NESTING {
+                return Err(too_deep(op_span, "expression"));
+            }
             let span = lhs.span.to(rhs.span);
             let kind = match op {
                 Infix::Bin(op) => ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
@@ -207,7 +225,7 @@ impl Parser {
             lhs = Expr { kind, span };
         }
         self.depth -= 1;
-        Ok(lhs)
+        Ok((lhs, lhs_height))
     }
 
     fn prefix(&mut self) -> Result<Expr, SyntaxError> {
@@ -220,7 +238,7 @@ impl Parser {
         };
         if let Some(op) = op {
             self.pos += 1;
-            let inner = self.expr_bp(PREFIX_BP)?;
+            let (inner, _) = self.expr_bp(PREFIX_BP)?;
             let span = span.to(inner.span);
             // Fold `-literal` so that `-9223372036854775807 - 1` and `-1` are plain literals.
             if op == UnOp::Neg {
@@ -246,7 +264,12 @@ impl Parser {
             });
         }
         let mut e = self.primary()?;
+        // `a.b.c` and `a[i][j]` are built in this loop too: each adds a level.
+        let mut e_height = height(&e, MAX_NESTING);
         loop {
+            if e_height > MAX_NESTING {
+                return Err(too_deep(self.prev_span(), "expression"));
+            }
             if self.eat_sym(".") {
                 let span = self.here();
                 match self.next_token() {
@@ -254,6 +277,7 @@ impl Parser {
                         tok: Tok::Ident(name),
                         ..
                     }) => {
+                        e_height += 1;
                         e = Expr {
                             span: e.span.to(span),
                             kind: ExprKind::Field(Box::new(e), name),
@@ -265,7 +289,8 @@ impl Parser {
             {
                 // `a[i]` only without a space: `f [1]` is not an index.
                 self.pos += 1;
-                let index = self.expr()?;
+                let (index, index_height) = self.expr_bp(0)?;
+                e_height = 1 + e_height.max(index_height);
                 let close = self.expect_sym("]")?;
                 e = Expr {
                     span: e.span.to(close),
