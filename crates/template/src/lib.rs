@@ -15,6 +15,12 @@
 //!   [`RenderStream`], an iterator of `IoList` chunks of about the size asked.
 //! - [`Error`] says what went wrong and where: `name:line:column: message`, the source line and
 //!   a caret. No input makes the parser or the renderer panic, and [`Limits`] bound every render.
+//!   Nesting is bounded at parse time: blocks, each expression's tree (parentheses, calls,
+//!   and chains such as `a + b + c` or `x |> f |> g` alike) and strings nested in `#{...}` at most
+//!   64 levels each, past which the template is a located syntax error; so compiling a
+//!   template, and rendering's walk over it, fit a small thread stack (`tests/depth.rs`: 256 KiB
+//!   in an optimized build). Values built while rendering are not bounded that way yet: an
+//!   `Enum.reduce` wrapping its accumulator in a list at every step nests as deep as it iterates.
 //!
 //! ```
 //! use galleon_template::{Assigns, Engine};

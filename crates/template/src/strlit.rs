@@ -1,6 +1,7 @@
 //! String literals: Elixir's escapes and the spans of `#{...}` interpolations. Knows nothing of
 //! tokens, so the lexer (which tokenizes the interpolated code) can use it without a cycle.
 
+use crate::parser::{MAX_NESTING, too_deep};
 use crate::span::{Span, SyntaxError};
 
 /// A piece of a string literal.
@@ -14,10 +15,23 @@ pub(crate) enum RawPart {
 
 /// Lexes the double-quoted string whose opening quote is at `i`, up to `end`. Returns its parts
 /// (one `Lit` when nothing is interpolated) and the offset after the closing quote.
+///
+/// Strings nested in interpolations (`"#{"#{x}"}"`) are read recursively, so their nesting is
+/// held to [`MAX_NESTING`] levels of `#{`: past it, a located error, not a stack overflow.
 pub(crate) fn string(
     src: &str,
     i: usize,
     end: usize,
+) -> Result<(Vec<RawPart>, usize), SyntaxError> {
+    string_in(src, i, end, 0)
+}
+
+/// [`string`] inside `depth` interpolations.
+fn string_in(
+    src: &str,
+    i: usize,
+    end: usize,
+    depth: usize,
 ) -> Result<(Vec<RawPart>, usize), SyntaxError> {
     let b = src.as_bytes();
     let mut parts = Vec::new();
@@ -33,7 +47,10 @@ pub(crate) fn string(
                 return Ok((parts, j + 1));
             }
             b'#' if b.get(j + 1) == Some(&b'{') && j + 1 < end => {
-                let close = interpolation_end(src, j + 2, end)?;
+                if depth >= MAX_NESTING {
+                    return Err(too_deep(Span::new(j, j + 2), "string interpolation"));
+                }
+                let close = interpolation_end(src, j + 2, end, depth + 1)?;
                 if !text.is_empty() {
                     parts.push(RawPart::Lit(std::mem::take(&mut text)));
                 }
@@ -139,19 +156,24 @@ fn escape(src: &str, j: usize, end: usize, out: &mut String) -> Result<usize, Sy
     }
 }
 
-/// The offset of the `}` closing an interpolation whose code starts at `from`, skipping nested
-/// braces and strings.
-fn interpolation_end(src: &str, from: usize, end: usize) -> Result<usize, SyntaxError> {
+/// The offset of the `}` closing an interpolation whose code starts at `from` (`depth`
+/// interpolations deep), skipping nested braces and strings.
+fn interpolation_end(
+    src: &str,
+    from: usize,
+    end: usize,
+    depth: usize,
+) -> Result<usize, SyntaxError> {
     let b = src.as_bytes();
-    let mut depth = 0usize;
+    let mut braces = 0usize;
     let mut j = from;
     while j < end {
         match b[j] {
-            b'{' => depth += 1,
-            b'}' if depth == 0 => return Ok(j),
-            b'}' => depth -= 1,
+            b'{' => braces += 1,
+            b'}' if braces == 0 => return Ok(j),
+            b'}' => braces -= 1,
             b'"' => {
-                let (_, next) = string(src, j, end)?;
+                let (_, next) = string_in(src, j, end, depth)?;
                 j = next;
                 continue;
             }

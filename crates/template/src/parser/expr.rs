@@ -6,6 +6,7 @@ use crate::lexer::{Part, SyntaxError, Tok, Token};
 use crate::value::Value;
 
 use super::MAX_NESTING;
+use super::height::{height, too_deep};
 
 /// A cursor over the tokens of one tag (or of one `#{...}`).
 pub(super) struct Parser {
@@ -61,6 +62,82 @@ fn infix(tok: &Tok, next: Option<&Tok>) -> Option<(u8, u8, Infix, usize)> {
     } else {
         (l, l + 1, op, len)
     })
+}
+
+/// The node for `lhs op rhs` (the pipe rewritten into a call). Kept out of
+/// [`Parser::expr_bp`], whose frame is on the stack once per level of nesting, so that frame
+/// stays small (a debug build gives every local of a function its own slot).
+fn combine(op: Infix, op_span: Span, lhs: Expr, rhs: Expr) -> Result<Expr, SyntaxError> {
+    let span = lhs.span.to(rhs.span);
+    let kind = match op {
+        Infix::Bin(op) => ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
+        Infix::Range => ExprKind::Range(Box::new(lhs), Box::new(rhs)),
+        Infix::NotIn => ExprKind::Unary(
+            UnOp::Not,
+            Box::new(Expr {
+                kind: ExprKind::Binary(BinOp::In, Box::new(lhs), Box::new(rhs)),
+                span,
+            }),
+        ),
+        Infix::Pipe => match rhs.kind {
+            ExprKind::Call {
+                name,
+                name_span,
+                mut args,
+                kwargs,
+            } => {
+                args.insert(0, lhs);
+                ExprKind::Call {
+                    name,
+                    name_span,
+                    args,
+                    kwargs,
+                }
+            }
+            // `x |> length`: a name alone is a call, as in Elixir.
+            ExprKind::Var(name) if !name.starts_with('&') => ExprKind::Call {
+                name,
+                name_span: rhs.span,
+                args: vec![lhs],
+                kwargs: Vec::new(),
+            },
+            _ => {
+                return Err(SyntaxError::new(
+                    op_span.to(rhs.span),
+                    "the right side of `|>` must be a function call, as in `x |> f(y)`",
+                ));
+            }
+        },
+    };
+    Ok(Expr { kind, span })
+}
+
+/// `op inner`, the operator at `span`; `-literal` is folded so that
+/// `-9223372036854775807 - 1` and `-1` are plain literals. Out of [`Parser::prefix`], which is on
+/// the stack once per level, like [`combine`].
+fn unary(op: UnOp, span: Span, inner: Expr) -> Expr {
+    let span = span.to(inner.span);
+    if op == UnOp::Neg {
+        match &inner.kind {
+            ExprKind::Lit(Value::Int(n)) if n.checked_neg().is_some() => {
+                return Expr {
+                    kind: ExprKind::Lit(Value::Int(-n)),
+                    span,
+                };
+            }
+            ExprKind::Lit(Value::Float(x)) => {
+                return Expr {
+                    kind: ExprKind::Lit(Value::Float(-x)),
+                    span,
+                };
+            }
+            _ => {}
+        }
+    }
+    Expr {
+        kind: ExprKind::Unary(op, Box::new(inner)),
+        span,
+    }
 }
 
 /// Binding power of prefix operators: above every infix operator.
@@ -140,19 +217,26 @@ impl Parser {
         }
     }
 
+    /// An expression at most [`MAX_NESTING`] levels high (see `height.rs`).
     pub(super) fn expr(&mut self) -> Result<Expr, SyntaxError> {
-        self.expr_bp(0)
+        Ok(self.expr_bp(0)?.0)
     }
 
-    fn expr_bp(&mut self, min_bp: u8) -> Result<Expr, SyntaxError> {
+    /// An expression of operators binding at least `min_bp`, and its height. Both the
+    /// recursion (`depth`) and the height of the tree built are held to [`MAX_NESTING`]: a
+    /// left-associative chain is built in the loop below, one level per operator, without
+    /// recursing.
+    fn expr_bp(&mut self, min_bp: u8) -> Result<(Expr, usize), SyntaxError> {
         self.depth += 1;
         if self.depth > MAX_NESTING {
-            return Err(SyntaxError::new(
-                self.here(),
-                "expression nested too deeply",
-            ));
+            return Err(too_deep(self.here(), "expression"));
         }
+        let start = self.here();
         let mut lhs = self.prefix()?;
+        let mut lhs_height = height(&lhs, MAX_NESTING);
+        if lhs_height > MAX_NESTING {
+            return Err(too_deep(start, "expression"));
+        }
         while let Some((l, r, op, len)) = self
             .peek()
             .and_then(|t| infix(t, self.tokens.get(self.pos + 1).map(|t| &t.tok)))
@@ -162,52 +246,21 @@ impl Parser {
             }
             let op_span = self.here();
             self.pos += len;
-            let rhs = self.expr_bp(r)?;
-            let span = lhs.span.to(rhs.span);
-            let kind = match op {
-                Infix::Bin(op) => ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
-                Infix::Range => ExprKind::Range(Box::new(lhs), Box::new(rhs)),
-                Infix::NotIn => ExprKind::Unary(
-                    UnOp::Not,
-                    Box::new(Expr {
-                        kind: ExprKind::Binary(BinOp::In, Box::new(lhs), Box::new(rhs)),
-                        span,
-                    }),
-                ),
-                Infix::Pipe => match rhs.kind {
-                    ExprKind::Call {
-                        name,
-                        name_span,
-                        mut args,
-                        kwargs,
-                    } => {
-                        args.insert(0, lhs);
-                        ExprKind::Call {
-                            name,
-                            name_span,
-                            args,
-                            kwargs,
-                        }
-                    }
-                    // `x |> length`: a name alone is a call, as in Elixir.
-                    ExprKind::Var(name) if !name.starts_with('&') => ExprKind::Call {
-                        name,
-                        name_span: rhs.span,
-                        args: vec![lhs],
-                        kwargs: Vec::new(),
-                    },
-                    _ => {
-                        return Err(SyntaxError::new(
-                            op_span.to(rhs.span),
-                            "the right side of `|>` must be a function call, as in `x |> f(y)`",
-                        ));
-                    }
-                },
+            let (rhs, rhs_height) = self.expr_bp(r)?;
+            // The height of the node built below: `not in` is two nodes, a pipe adds `lhs` to
+            // the arguments of the call on its right.
+            lhs_height = match op {
+                Infix::NotIn => 2 + lhs_height.max(rhs_height),
+                Infix::Pipe => rhs_height.max(1 + lhs_height),
+                Infix::Bin(_) | Infix::Range => 1 + lhs_height.max(rhs_height),
             };
-            lhs = Expr { kind, span };
+            if lhs_height > MAX_NESTING {
+                return Err(too_deep(op_span, "expression"));
+            }
+            lhs = combine(op, op_span, lhs, rhs)?;
         }
         self.depth -= 1;
-        Ok(lhs)
+        Ok((lhs, lhs_height))
     }
 
     fn prefix(&mut self) -> Result<Expr, SyntaxError> {
@@ -220,52 +273,30 @@ impl Parser {
         };
         if let Some(op) = op {
             self.pos += 1;
-            let inner = self.expr_bp(PREFIX_BP)?;
-            let span = span.to(inner.span);
-            // Fold `-literal` so that `-9223372036854775807 - 1` and `-1` are plain literals.
-            if op == UnOp::Neg {
-                match &inner.kind {
-                    ExprKind::Lit(Value::Int(n)) if n.checked_neg().is_some() => {
-                        return Ok(Expr {
-                            kind: ExprKind::Lit(Value::Int(-n)),
-                            span,
-                        });
-                    }
-                    ExprKind::Lit(Value::Float(x)) => {
-                        return Ok(Expr {
-                            kind: ExprKind::Lit(Value::Float(-x)),
-                            span,
-                        });
-                    }
-                    _ => {}
-                }
-            }
-            return Ok(Expr {
-                kind: ExprKind::Unary(op, Box::new(inner)),
-                span,
-            });
+            let (inner, _) = self.expr_bp(PREFIX_BP)?;
+            return Ok(unary(op, span, inner));
         }
+        self.postfix()
+    }
+
+    /// A primary expression and the `.key` and `[index]` after it.
+    fn postfix(&mut self) -> Result<Expr, SyntaxError> {
         let mut e = self.primary()?;
+        // `a.b.c` and `a[i][j]` are built in this loop too: each adds a level.
+        let mut e_height = height(&e, MAX_NESTING);
         loop {
+            if e_height > MAX_NESTING {
+                return Err(too_deep(self.prev_span(), "expression"));
+            }
             if self.eat_sym(".") {
-                let span = self.here();
-                match self.next_token() {
-                    Some(Token {
-                        tok: Tok::Ident(name),
-                        ..
-                    }) => {
-                        e = Expr {
-                            span: e.span.to(span),
-                            kind: ExprKind::Field(Box::new(e), name),
-                        };
-                    }
-                    _ => return Err(SyntaxError::new(span, "expected a key name after `.`")),
-                }
+                e = self.field(e)?;
+                e_height += 1;
             } else if matches!(self.peek(), Some(Tok::Sym("["))) && self.here().start == e.span.end
             {
                 // `a[i]` only without a space: `f [1]` is not an index.
                 self.pos += 1;
-                let index = self.expr()?;
+                let (index, index_height) = self.expr_bp(0)?;
+                e_height = 1 + e_height.max(index_height);
                 let close = self.expect_sym("]")?;
                 e = Expr {
                     span: e.span.to(close),
@@ -277,102 +308,154 @@ impl Parser {
         }
     }
 
+    /// `e.key`; the `.` is consumed.
+    fn field(&mut self, e: Expr) -> Result<Expr, SyntaxError> {
+        let span = self.here();
+        match self.next_token() {
+            Some(Token {
+                tok: Tok::Ident(name),
+                ..
+            }) => Ok(Expr {
+                span: e.span.to(span),
+                kind: ExprKind::Field(Box::new(e), name),
+            }),
+            _ => Err(SyntaxError::new(span, "expected a key name after `.`")),
+        }
+    }
+
+    /// A value, a bracketed expression, a call...: what operators apply to. A dispatch only:
+    /// each form is read by its own function, so that this frame, on the stack once per level
+    /// of nesting, holds none of their locals.
     fn primary(&mut self) -> Result<Expr, SyntaxError> {
         let span = self.here();
         let Some(t) = self.next_token() else {
             return Err(SyntaxError::new(span, "expected an expression"));
         };
+        match t.tok {
+            Tok::Sym("(") => self.parenthesized(span),
+            Tok::Sym("[") => self.list(span),
+            Tok::Sym("{") => self.tuple(span),
+            Tok::Sym("%{") => self.map(span),
+            Tok::Sym("&") => self.capture(span),
+            Tok::Interp(parts) => self.interpolation(parts, span),
+            Tok::Alias(module) => self.remote_call(module, span),
+            Tok::Atom(a) => self.atom(a, span),
+            Tok::Ident(w) => self.word(w, span),
+            tok => self.other(tok, span),
+        }
+    }
+
+    /// `( expr )`; `(` is consumed (at `span`).
+    fn parenthesized(&mut self, span: Span) -> Result<Expr, SyntaxError> {
+        let inner = self.expr()?;
+        let close = self.expect_sym(")")?;
+        Ok(Expr {
+            kind: inner.kind,
+            span: span.to(close),
+        })
+    }
+
+    /// `[a, b]`; `[` is consumed.
+    fn list(&mut self, span: Span) -> Result<Expr, SyntaxError> {
+        let items = self.items("]")?;
+        Ok(Expr {
+            kind: ExprKind::List(items),
+            span: span.to(self.prev_span()),
+        })
+    }
+
+    /// `{a, b}`; `{` is consumed.
+    fn tuple(&mut self, span: Span) -> Result<Expr, SyntaxError> {
+        let items = self.items("}")?;
+        Ok(Expr {
+            kind: ExprKind::Tuple(items),
+            span: span.to(self.prev_span()),
+        })
+    }
+
+    /// `:name`, or `:erlang.float_to_binary(x, decimals: 2)`: a call into an Erlang module.
+    fn atom(&mut self, a: String, span: Span) -> Result<Expr, SyntaxError> {
+        let erlang_call = matches!(self.peek(), Some(Tok::Sym(".")))
+            && matches!(
+                self.tokens.get(self.pos + 1),
+                Some(Token {
+                    tok: Tok::Ident(_),
+                    ..
+                })
+            )
+            && matches!(
+                self.tokens.get(self.pos + 2),
+                Some(Token {
+                    tok: Tok::Sym("("),
+                    ..
+                })
+            );
+        if !erlang_call {
+            return Ok(Expr {
+                kind: ExprKind::Lit(Value::atom(&a)),
+                span,
+            });
+        }
+        self.pos += 1;
+        let Some(Token {
+            tok: Tok::Ident(f),
+            span: fspan,
+            ..
+        }) = self.next_token()
+        else {
+            return Err(SyntaxError::new(span, "expected a function name"));
+        };
+        self.call(format!(":{a}.{f}"), span.to(fspan))
+    }
+
+    /// A word: `true`, `false`, `nil`, a one-line `if`, `fn`, a comprehension, a call or a
+    /// variable.
+    fn word(&mut self, w: String, span: Span) -> Result<Expr, SyntaxError> {
         let lit = |v: Value| {
             Ok(Expr {
                 kind: ExprKind::Lit(v),
                 span,
             })
         };
-        match t.tok {
-            Tok::Int(n) => lit(Value::Int(n)),
-            Tok::Float(x) => lit(Value::Float(x)),
-            Tok::Str(s) => lit(Value::from(s)),
-            // `:erlang.float_to_binary(x, decimals: 2)`: a call into an Erlang module.
-            Tok::Atom(a)
-                if matches!(self.peek(), Some(Tok::Sym(".")))
-                    && matches!(
-                        self.tokens.get(self.pos + 1),
-                        Some(Token {
-                            tok: Tok::Ident(_),
-                            ..
-                        })
-                    )
-                    && matches!(
-                        self.tokens.get(self.pos + 2),
-                        Some(Token {
-                            tok: Tok::Sym("("),
-                            ..
-                        })
-                    ) =>
-            {
-                self.pos += 1;
-                let Some(Token {
-                    tok: Tok::Ident(f),
-                    span: fspan,
-                    ..
-                }) = self.next_token()
-                else {
-                    return Err(SyntaxError::new(span, "expected a function name"));
-                };
-                self.call(format!(":{a}.{f}"), span.to(fspan))
-            }
-            Tok::Atom(a) => lit(Value::atom(&a)),
-            Tok::Interp(parts) => self.interpolation(parts, span),
-            Tok::Assign(name) => Ok(Expr {
-                kind: ExprKind::Assign(name),
-                span,
-            }),
-            Tok::Ident(w) if w == "true" => lit(Value::Bool(true)),
-            Tok::Ident(w) if w == "false" => lit(Value::Bool(false)),
-            Tok::Ident(w) if w == "nil" => lit(Value::Nil),
-            Tok::Ident(w) if w == "if" || w == "unless" => self.one_line_if(w == "unless", span),
-            Tok::Ident(w) if w == "fn" => self.anonymous_fn(span),
-            Tok::Ident(w) if w == "for" => self.comprehension(span),
-            Tok::Ident(w) if is_keyword(&w) => {
-                Err(SyntaxError::new(span, format!("unexpected keyword `{w}`")))
-            }
-            Tok::Ident(name) => {
+        match w.as_str() {
+            "true" => lit(Value::Bool(true)),
+            "false" => lit(Value::Bool(false)),
+            "nil" => lit(Value::Nil),
+            "if" | "unless" => self.one_line_if(w == "unless", span),
+            "fn" => self.anonymous_fn(span),
+            "for" => self.comprehension(span),
+            _ if is_keyword(&w) => Err(SyntaxError::new(span, format!("unexpected keyword `{w}`"))),
+            _ => {
                 if matches!(self.peek(), Some(Tok::Sym("("))) && self.here().start == span.end {
-                    self.call(name, span)
+                    self.call(w, span)
                 } else if self.bare_args_follow(span) {
-                    self.bare_call(name, span)
+                    self.bare_call(w, span)
                 } else {
                     Ok(Expr {
-                        kind: ExprKind::Var(name),
+                        kind: ExprKind::Var(w),
                         span,
                     })
                 }
             }
-            Tok::Alias(module) => self.remote_call(module, span),
-            Tok::Sym("(") => {
-                let inner = self.expr()?;
-                let close = self.expect_sym(")")?;
-                Ok(Expr {
-                    kind: inner.kind,
-                    span: span.to(close),
-                })
-            }
-            Tok::Sym("[") => {
-                let items = self.items("]")?;
-                Ok(Expr {
-                    kind: ExprKind::List(items),
-                    span: span.to(self.prev_span()),
-                })
-            }
-            Tok::Sym("{") => {
-                let items = self.items("}")?;
-                Ok(Expr {
-                    kind: ExprKind::Tuple(items),
-                    span: span.to(self.prev_span()),
-                })
-            }
-            Tok::Sym("%{") => self.map(span),
-            Tok::Sym("&") => self.capture(span),
+        }
+    }
+
+    /// Literals, assigns, `^pin`, and the tokens that cannot start an expression.
+    fn other(&mut self, tok: Tok, span: Span) -> Result<Expr, SyntaxError> {
+        let lit = |v: Value| {
+            Ok(Expr {
+                kind: ExprKind::Lit(v),
+                span,
+            })
+        };
+        match tok {
+            Tok::Int(n) => lit(Value::Int(n)),
+            Tok::Float(x) => lit(Value::Float(x)),
+            Tok::Str(s) => lit(Value::from(s)),
+            Tok::Assign(name) => Ok(Expr {
+                kind: ExprKind::Assign(name),
+                span,
+            }),
             Tok::Sym("^") => match self.next_token() {
                 // A pin is only meaningful in a pattern; the pattern converter checks where.
                 Some(Token {
@@ -398,6 +481,10 @@ impl Parser {
                 format!("unexpected keyword argument `{k}:` outside a call"),
             )),
             Tok::Sym(s) => Err(SyntaxError::new(span, format!("unexpected `{s}`"))),
+            // Dispatched by `primary`.
+            Tok::Ident(_) | Tok::Alias(_) | Tok::Atom(_) | Tok::Interp(_) => {
+                Err(SyntaxError::new(span, "unexpected token"))
+            }
         }
     }
 

@@ -3,6 +3,7 @@
 //! patterns checked in `pattern.rs`.
 
 mod expr;
+mod height;
 mod lambda;
 mod pattern;
 
@@ -11,9 +12,20 @@ use crate::lexer::{Piece, SyntaxError, TagKind, Tok, Token, split, tokenize};
 use expr::Parser;
 use pattern::{check_bindings, to_pattern};
 
-/// Deepest nesting of expressions and blocks the parser accepts. A guess with a wide margin:
-/// real templates nest a handful of levels; this bounds recursion so no input overflows the stack.
+/// Deepest nesting the parser accepts, counted separately for blocks (`for`, `if`... inside one
+/// another), for each expression (the height of its tree: `(((x)))` and `1 + 1 + 1 + 1` are
+/// both 4 levels, as are 3 pipes or `and`s after a value), and for strings in `#{...}`
+/// interpolations. A guess with a wide margin: real templates nest a handful of levels.
+///
+/// Past it, parsing fails with a located syntax error. This is what keeps every pass over the
+/// tree (compiling, rendering, the derive's code generation, dropping it) within a small stack
+/// on any thread: the parser itself recurses at most this deep, and builds no deeper tree, even
+/// where it builds iteratively (left-associative operators, `a.b.c`, `a[i][j]`); see
+/// `height.rs`. `tests/depth.rs` compiles and renders the deepest accepted shapes on a thread
+/// with a 256 KiB stack.
 pub(crate) const MAX_NESTING: usize = 64;
+
+pub(crate) use height::too_deep;
 
 /// A block opened by a tag and not yet closed.
 struct Open {
@@ -255,7 +267,7 @@ pub fn parse(src: &str, trim: bool) -> Result<Vec<Node>, SyntaxError> {
             }
             Tag::Open(block) => {
                 if stack.len() >= MAX_NESTING {
-                    return Err(SyntaxError::new(tag_span, "blocks nested too deeply"));
+                    return Err(too_deep(tag_span, "blocks"));
                 }
                 stack.push(Open {
                     kind: block,
