@@ -307,13 +307,15 @@ impl Site {
     }
 }
 
-/// `POST /templates/reload`, loopback peers only: compiles the templates now (on the blocking
-/// pool); 200 with the new version, or 422 with the located error while the old one serves.
+/// `POST /templates/reload`, loopback peers only: compiles the templates (on the blocking pool,
+/// once for all the posts that share the run); 200 with the new version, or 422 with the located
+/// error while the old one serves.
 async fn reload_now(req: &Request, templates: Templates) -> Response {
     if !req.peer().is_none_or(|p| p.ip().is_loopback()) {
         return Response::error(StatusCode(403), "reloading is allowed from loopback only");
     }
-    let done = tokio::task::spawn_blocking(move || templates.reload()).await;
+    // Shared with the concurrent posts: at most one compile runs and one more is pending.
+    let done = templates.reload_shared().await;
     let (status, body) = match done {
         Ok(Ok(version)) => (StatusCode::OK, serde_json::json!({ "version": version })),
         Ok(Err(error)) => (StatusCode(422), serde_json::json!({ "error": error })),

@@ -3,7 +3,8 @@
 //! anew and swaps it in at once, so a response is rendered by one version from start to end.
 //!
 //! Reloads come from `galleon serve --watch` (the `*.eex` files polled for a change), SIGHUP and
-//! `POST /templates/reload` (loopback peers only). Each version finds its own pages (`pages/NAME.html.eex`): a page
+//! `POST /templates/reload` (loopback peers only; concurrent posts share reloads, see
+//! [`Templates::reload_shared`]). Each version finds its own pages (`pages/NAME.html.eex`): a page
 //! file added while serving is a page from the reload that compiles it on, a removed one is gone
 //! from that reload on, and neither needs a restart. A directory that fails to compile never
 //! replaces a working one: the located error (`name:line:col`) goes to the log and the previous
@@ -12,10 +13,12 @@
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use galleon_state::{LocalCache, Shared, Snapshot};
 use galleon_template::{Engine, Limits, TemplateId};
+
+use crate::rules::coalesce::{Coalesced, Lost};
 
 thread_local! {
     /// Each worker thread's reference to the current templates: one atomic load per request
@@ -68,6 +71,9 @@ struct Inner {
     /// The fingerprint of the files last compiled (or refused); held for the whole of a reload,
     /// so reloads run one at a time, in order.
     seen: Mutex<u64>,
+    /// [`Templates::reload`] shared by concurrent callers (`POST /templates/reload`). Its
+    /// operation holds the templates weakly: no cycle keeps them alive.
+    reloads: Coalesced<Result<u64, String>>,
 }
 
 impl Templates {
@@ -82,7 +88,7 @@ impl Templates {
         let engine = compile(dir, copy, limits).map_err(|e| anyhow::anyhow!("{e}"))?;
         let pages = pages_of(&engine);
         Ok(Templates {
-            inner: Arc::new(Inner {
+            inner: Arc::new_cyclic(|weak: &Weak<Inner>| Inner {
                 dir: dir.to_owned(),
                 copy,
                 limits,
@@ -93,6 +99,13 @@ impl Templates {
                     broken: None,
                 }),
                 seen: Mutex::new(seen),
+                reloads: {
+                    let weak = weak.clone();
+                    Coalesced::new(move || match weak.upgrade() {
+                        Some(inner) => Templates { inner }.reload(),
+                        None => Err("the templates are gone".to_owned()),
+                    })
+                },
             }),
         })
     }
@@ -132,6 +145,18 @@ impl Templates {
             .unwrap_or_else(PoisonError::into_inner);
         *seen = fingerprint(&self.inner.dir);
         self.compile_and_swap()
+    }
+
+    /// [`Templates::reload`] on tokio's blocking pool, shared with every concurrent caller: the
+    /// outcome of a reload that started after this call (at most one runs and one more is
+    /// pending, however many ask; see [`crate::rules::coalesce`]). `Err(Lost)` when it panicked.
+    pub async fn reload_shared(&self) -> Result<Result<u64, String>, Lost> {
+        self.inner.reloads.run().await
+    }
+
+    /// Reloads [`Templates::reload_shared`] started so far, and callers waiting for one now.
+    pub fn shared_reloads(&self) -> (u64, usize) {
+        (self.inner.reloads.runs(), self.inner.reloads.waiting())
     }
 
     /// [`Templates::reload`] when a template file changed since the last reload (or start);
