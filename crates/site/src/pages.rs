@@ -1,6 +1,12 @@
 //! The example site as a [`Router`]: every `pages/NAME.html.eex` at `/NAME`, static files at
 //! `/static/...`, the index at `/`, and the seed experiments' extra assigns.
 //!
+//! Pages are those of the current templates' version, found anew by every reload: the pages of
+//! the start each have a route (looked up by name in the current version, so a removed one is a
+//! 404), and the router's fallback serves the pages added since (a page file dropped in while
+//! serving is at `/NAME` once a reload compiled it). Page routes and the fallback come after
+//! every other route, which wins over a page of the same name.
+//!
 //! Every page is rendered with [`galleon_template::Engine::render_or_stream`]: a page that ends within
 //! `--full-body-max` bytes ([`DEFAULT_FULL_BODY_MAX`]; all ordinary pages, `/blah?iters=1000`'s
 //! 410 KB) is sent whole with `content-length`; a longer one (`/doom`) goes out chunked, starting
@@ -17,18 +23,19 @@
 
 use std::cell::OnceCell;
 use std::collections::HashMap;
-use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use anyhow::Context;
 use bytes::Bytes;
-use galleon_http::{Body, Handler, IoList, Reply, Request, Response, Router, StatusCode};
+use galleon_http::{Body, Handler, IoList, Method, Reply, Request, Response, Router, StatusCode};
 use galleon_iolist::escape_html_copy_into;
 use galleon_offload::{Kind, Pool};
 use galleon_template::{Assigns, ErrorKind, Limits, Rendered, Value};
 
-use crate::templates::{CopyBelow, Templates};
+use crate::templates::{CopyBelow, Templates, is_page_name};
 
 /// A page that ends within this many bytes is sent whole with `content-length`; a longer one is
 /// streamed: `--full-body-max`'s default, the one value `galleon-axum` uses too (4 MiB; defined,
@@ -144,15 +151,19 @@ struct Site {
     seq: AtomicU64,
     /// The CPU pool renders may move to.
     cpu: Pool,
+    /// The site directory (the data files of pages added while serving).
+    dir: PathBuf,
+    /// Pages added since the start, made on their first request (a data file read, an offload
+    /// kind): one per page name that has been a page, which only files on disk make.
+    later: RwLock<HashMap<Box<str>, Arc<Page>>>,
 }
 
-/// One page: its name (`blah`), its template's (`pages/blah.html.eex`), its data file's
-/// assigns and, for the seed's string pages, how many pool strings it picks from.
+/// One page: its name (`blah`; its template `pages/blah.html.eex` is looked up by this name in
+/// each version), its data file's assigns and, for the seed's string pages, how many pool
+/// strings it picks from.
 #[derive(Debug)]
 struct Page {
     page: String,
-    /// The page's index in [`Templates::pages`] (its template's id in every version).
-    index: usize,
     data: Option<Assigns>,
     /// `Some(n)`: `@strings` is picked from the first `n` strings of the pool.
     strings: Option<usize>,
@@ -167,22 +178,26 @@ pub fn router(
     options: &PagesConfig,
     cpu: &Pool,
 ) -> anyhow::Result<(Router, Templates)> {
+    mount(Router::new(), dir, options, cpu)
+}
+
+/// [`router`]'s routes added to `router`, after its own: mount the site's other routes first, so
+/// that they win over a page of the same name. Sets the router's fallback (pages added later).
+pub fn mount(
+    router: Router,
+    dir: &Path,
+    options: &PagesConfig,
+    cpu: &Pool,
+) -> anyhow::Result<(Router, Templates)> {
     let copy = CopyBelow {
         text: SERVE_COPY_BELOW,
         values: options.value_copy_below,
     };
     let templates = Templates::load(dir, copy, options.limits, options.watch)?;
-    let pages = templates.pages().to_vec();
+    let pages = templates.pages();
     let mut data = HashMap::new();
     for page in &pages {
-        let json_path = dir.join("data").join(format!("{page}.json"));
-        if json_path.exists() {
-            let text = std::fs::read_to_string(&json_path)
-                .with_context(|| format!("reading {}", json_path.display()))?;
-            let json: serde_json::Value = serde_json::from_str(&text)
-                .with_context(|| format!("{}: invalid JSON", json_path.display()))?;
-            let assigns = Assigns::from_json(json)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", json_path.display()))?;
+        if let Some(assigns) = read_data(dir, page)? {
             data.insert(page.to_owned(), assigns);
         }
     }
@@ -193,32 +208,16 @@ pub fn router(
         full_body_max: options.full_body_max,
         seq: AtomicU64::new(0x2545_f491_4f6c_dd1d),
         cpu: cpu.clone(),
+        dir: dir.to_owned(),
+        later: RwLock::new(HashMap::new()),
     });
 
-    let mut router = Router::new();
+    let mut router = router;
     let index_site = site.clone();
-    let index_pages = pages.clone();
     router = router.get("/", move |_req: Request| {
         let site = index_site.clone();
-        let pages = index_pages.clone();
-        async move { index(&site, &pages) }
+        async move { index(&site) }
     });
-    for (index, page) in pages.into_iter().enumerate() {
-        let site = site.clone();
-        let path = format!("/{page}");
-        let page = Arc::new(Page {
-            index,
-            data: data.remove(&page),
-            strings: match page.as_str() {
-                "static-strings" => Some(STATIC_SET),
-                "dynamic-strings" => Some(STRING_POOL),
-                _ => None,
-            },
-            kind: cpu.kind(&format!("render:{path}")),
-            page,
-        });
-        router = router.get(&path, PageHandler { site, page });
-    }
     let static_root = dir.join("static");
     router = router.get("/static/{*path}", move |req: Request| {
         let root = static_root.clone();
@@ -235,16 +234,88 @@ pub fn router(
         let templates = reload.clone();
         async move { reload_now(&req, templates).await }
     });
+    // The pages of the start: a route each (their own statistics), after every other route.
+    for page in pages {
+        let data = data.remove(&page);
+        let path = format!("/{page}");
+        let page = Arc::new(new_page(cpu, page, data));
+        router = router.get(
+            &path,
+            PageHandler {
+                site: site.clone(),
+                page,
+            },
+        );
+    }
+    router = router.fallback(LaterPages { site });
     Ok((router, templates))
 }
 
-/// `POST /templates/reload`, loopback peers only: compiles the templates now (on the blocking
-/// pool); 200 with the new version, or 422 with the located error while the old one serves.
+/// The assigns of `data/PAGE.json`, `None` when there is no such file.
+fn read_data(dir: &Path, page: &str) -> anyhow::Result<Option<Assigns>> {
+    let json_path = dir.join("data").join(format!("{page}.json"));
+    if !json_path.exists() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&json_path)
+        .with_context(|| format!("reading {}", json_path.display()))?;
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{}: invalid JSON", json_path.display()))?;
+    let assigns =
+        Assigns::from_json(json).map_err(|e| anyhow::anyhow!("{}: {e}", json_path.display()))?;
+    Ok(Some(assigns))
+}
+
+/// Page `page` with its data file's `data`; its renders are offload kind `render:/NAME`.
+fn new_page(cpu: &Pool, page: String, data: Option<Assigns>) -> Page {
+    Page {
+        data,
+        strings: match page.as_str() {
+            "static-strings" => Some(STATIC_SET),
+            "dynamic-strings" => Some(STRING_POOL),
+            _ => None,
+        },
+        kind: cpu.kind(&format!("render:/{page}")),
+        page,
+    }
+}
+
+impl Site {
+    /// The page added since the start named `name` (a page of the current version), made on its
+    /// first request: its data file is read then, once (a bad one is logged and the page renders
+    /// without it).
+    fn later_page(&self, name: &str) -> Arc<Page> {
+        if let Some(page) = self
+            .later
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+        {
+            return page.clone();
+        }
+        let mut later = self.later.write().unwrap_or_else(PoisonError::into_inner);
+        later
+            .entry(name.into())
+            .or_insert_with(|| {
+                let data = read_data(&self.dir, name).unwrap_or_else(|e| {
+                    tracing::error!(page = name, error = %format!("{e:#}"), "page data not loaded");
+                    None
+                });
+                Arc::new(new_page(&self.cpu, name.to_owned(), data))
+            })
+            .clone()
+    }
+}
+
+/// `POST /templates/reload`, loopback peers only: compiles the templates (on the blocking pool,
+/// once for all the posts that share the run); 200 with the new version, or 422 with the located
+/// error while the old one serves.
 async fn reload_now(req: &Request, templates: Templates) -> Response {
     if !req.peer().is_none_or(|p| p.ip().is_loopback()) {
         return Response::error(StatusCode(403), "reloading is allowed from loopback only");
     }
-    let done = tokio::task::spawn_blocking(move || templates.reload()).await;
+    // Shared with the concurrent posts: at most one compile runs and one more is pending.
+    let done = templates.reload_shared().await;
     let (status, body) = match done {
         Ok(Ok(version)) => (StatusCode::OK, serde_json::json!({ "version": version })),
         Ok(Err(error)) => (StatusCode(422), serde_json::json!({ "error": error })),
@@ -282,10 +353,12 @@ impl XorShift {
     }
 }
 
-fn index(site: &Site, pages: &[String]) -> Response {
+/// `/`: the current version's pages, in the layout when there is one.
+fn index(site: &Site) -> Response {
+    let compiled = site.templates.snapshot();
     let mut list = IoList::new();
     list.push_static(b"<h1>galleon</h1>\n<ul>\n");
-    for p in pages {
+    for p in compiled.page_names() {
         list.push_static(b"<li><a href=\"/");
         escape_html_copy_into(&mut list, p.as_bytes());
         list.push_static(b"\">");
@@ -293,7 +366,6 @@ fn index(site: &Site, pages: &[String]) -> Response {
         list.push_static(b"</a></li>\n");
     }
     list.push_static(b"</ul>\n");
-    let compiled = site.templates.snapshot();
     let engine = &compiled.engine;
     if engine.contains("layout.html.eex") {
         let mut a = Assigns::new();
@@ -345,9 +417,12 @@ fn pick_strings(site: &Site, page: &Page, req: &Request) -> Value {
     Value::list((0..count).map(|_| site.pool[(rng.next() % modulus as u64) as usize].clone()))
 }
 
-/// A page's route: renders inline, during the call on the connection's task (no future, no
-/// per-request clone of `site` and `page`, whose reference counts every worker shares), when the
-/// `--offload` policy says so for this page at this size; else on the CPU pool.
+/// The route of a page of the start: renders inline, during the call on the connection's task
+/// (no future, no per-request clone of `site` and `page`, whose reference counts every worker
+/// shares), when the `--offload` policy says so for this page at this size; else on the CPU
+/// pool. Its template is looked up by name in the version that renders ([`Compiled::page`]).
+///
+/// [`Compiled::page`]: crate::templates::Compiled::page
 struct PageHandler {
     site: Arc<Site>,
     page: Arc<Page>,
@@ -355,23 +430,54 @@ struct PageHandler {
 
 impl Handler for PageHandler {
     fn call(&self, req: Request) -> Reply {
-        let (site, page) = (&self.site, &self.page);
-        let size = size_hint(&req);
-        match site
-            .cpu
-            .try_inline(&page.kind, size, || render_page(site, page, &req))
-        {
-            Some(Ok(resp)) => Reply::Ready(resp),
-            Some(Err(e)) => Reply::Ready(crate::offload::failed(&page.kind, e)),
-            None => {
-                let (site, page) = (site.clone(), page.clone());
-                Reply::Later(Box::pin(async move {
-                    let (cpu, kind) = (site.cpu.clone(), page.kind.clone());
-                    cpu.offload(&kind, size, move || render_page(&site, &page, &req))
-                        .await
-                        .unwrap_or_else(|e| crate::offload::failed(&kind, e))
-                }))
-            }
+        serve(&self.site, &self.page, req)
+    }
+}
+
+/// The router's fallback: a path no route matched is a page added since the start when it is
+/// one plain segment ([`is_page_name`]) naming a page of the current version (`GET` or `HEAD`;
+/// 405 otherwise), else 404. One lookup of the name in the current version (a binary search, no
+/// allocation) and one in the pages made so far.
+struct LaterPages {
+    site: Arc<Site>,
+}
+
+impl Handler for LaterPages {
+    fn call(&self, req: Request) -> Reply {
+        let site = &self.site;
+        let name = req.path().strip_prefix('/').unwrap_or_default();
+        if !is_page_name(name) || !site.templates.with_current(|c| c.page(name).is_some()) {
+            return Reply::Ready(Response::not_found());
+        }
+        if !matches!(req.method(), Method::Get | Method::Head) {
+            return Reply::Ready(
+                Response::error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
+                    .with_header("allow", "GET, HEAD"),
+            );
+        }
+        let page = site.later_page(name);
+        serve(site, &page, req)
+    }
+}
+
+/// Renders `page` for `req` inline, during the call, when the `--offload` policy says so for
+/// this page at this size; else on the CPU pool.
+fn serve(site: &Arc<Site>, page: &Arc<Page>, req: Request) -> Reply {
+    let size = size_hint(&req);
+    match site
+        .cpu
+        .try_inline(&page.kind, size, || render_page(site, page, &req))
+    {
+        Some(Ok(resp)) => Reply::Ready(resp),
+        Some(Err(e)) => Reply::Ready(crate::offload::failed(&page.kind, e)),
+        None => {
+            let (site, page) = (site.clone(), page.clone());
+            Reply::Later(Box::pin(async move {
+                let (cpu, kind) = (site.cpu.clone(), page.kind.clone());
+                cpu.offload(&kind, size, move || render_page(&site, &page, &req))
+                    .await
+                    .unwrap_or_else(|e| crate::offload::failed(&kind, e))
+            }))
         }
     }
 }
@@ -391,14 +497,16 @@ fn render_page(site: &Site, page: &Page, req: &Request) -> Response {
         if let Some(error) = &compiled.broken {
             return broken_page(error, req);
         }
+        // Gone from this version (its file removed, then a reload): like any unknown path.
+        let Some(id) = compiled.page(&page.page) else {
+            return Response::not_found();
+        };
         let strings = OnceCell::new();
         let assign = |name: &str| assign(site, page, req, name, &strings);
-        match compiled.engine.render_or_stream(
-            compiled.ids[page.index],
-            assign,
-            site.full_body_max,
-            site.stream_chunk,
-        ) {
+        match compiled
+            .engine
+            .render_or_stream(id, assign, site.full_body_max, site.stream_chunk)
+        {
             Ok(Rendered::Whole(list)) => Response::html(list),
             Ok(Rendered::Streaming { first, rest }) => {
                 Response::html(Body::iter(std::iter::once(Ok(first)).chain(rest)))

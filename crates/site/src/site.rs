@@ -100,13 +100,14 @@ impl Site {
         config.pages.validate()?;
         let (cpu, work_limits) = crate::offload::pool(&config.offload, config.bulk_writers)?;
         let dir = &config.dir;
-        let (router, templates) = crate::pages::router(dir, &config.pages, &cpu)
-            .with_context(|| format!("loading the site in {}", dir.display()))?;
         // The same templates compiled into Rust (`/compiled/...`), beside the runtime pages.
-        let router = crate::compiled_pages::routes(router, dir, &config.pages)?;
+        let router = crate::compiled_pages::routes(Router::new(), dir, &config.pages)?;
         let (router, rules) =
             crate::rules::mount(router, dir, &config.rules, config.reload_on_sighup)?;
         let router = crate::offload::mount(router, &cpu, work_limits, config.diagnostics_open);
+        // The pages last: every other route wins over a page of the same name (`/rules`).
+        let (router, templates) = crate::pages::mount(router, dir, &config.pages, &cpu)
+            .with_context(|| format!("loading the site in {}", dir.display()))?;
         let watch = watch_templates(&templates, config.reload_on_sighup)?;
         Ok(Site {
             router,

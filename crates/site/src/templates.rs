@@ -3,17 +3,22 @@
 //! anew and swaps it in at once, so a response is rendered by one version from start to end.
 //!
 //! Reloads come from `galleon serve --watch` (the `*.eex` files polled for a change), SIGHUP and
-//! `POST /templates/reload` (loopback peers only). A directory that fails to compile never
+//! `POST /templates/reload` (loopback peers only; concurrent posts share reloads, see
+//! [`Templates::reload_shared`]). Each version finds its own pages (`pages/NAME.html.eex`): a page
+//! file added while serving is a page from the reload that compiles it on, a removed one is gone
+//! from that reload on, and neither needs a restart. A directory that fails to compile never
 //! replaces a working one: the located error (`name:line:col`) goes to the log and the previous
 //! templates keep serving. Under `--watch` only (development), the pages then show that error to
 //! loopback peers, like Phoenix's debug page, until the file is fixed; other peers get a plain 500.
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use galleon_state::{LocalCache, Shared, Snapshot};
 use galleon_template::{Engine, Limits, TemplateId};
+
+use crate::rules::coalesce::{Coalesced, Lost};
 
 thread_local! {
     /// Each worker thread's reference to the current templates: one atomic load per request
@@ -26,10 +31,27 @@ thread_local! {
 pub struct Compiled {
     /// The templates.
     pub engine: Engine,
-    /// Each page's template in `engine`, in the order of [`Templates::pages`].
-    pub ids: Vec<TemplateId>,
+    /// This version's pages, by name (`blah` for `pages/blah.html.eex`), sorted, each with its
+    /// template in `engine`. Only names of [`is_page_name`]'s characters are pages.
+    pub pages: Vec<(Box<str>, TemplateId)>,
     /// `--watch` only: why the newest files did not compile (`engine` is the last good version).
     pub broken: Option<Arc<str>>,
+}
+
+impl Compiled {
+    /// The template of page `name` in this version: a binary search of [`Compiled::pages`] (a
+    /// few string comparisons, no allocation), `None` when this version has no such page.
+    pub fn page(&self, name: &str) -> Option<TemplateId> {
+        self.pages
+            .binary_search_by(|(p, _)| (**p).cmp(name))
+            .ok()
+            .map(|i| self.pages[i].1)
+    }
+
+    /// This version's page names, sorted.
+    pub fn page_names(&self) -> impl Iterator<Item = &str> {
+        self.pages.iter().map(|(p, _)| &**p)
+    }
 }
 
 /// The site's templates, reloadable while serving; clones share them.
@@ -41,8 +63,6 @@ pub struct Templates {
 #[derive(Debug)]
 struct Inner {
     dir: PathBuf,
-    /// Page names (`blah` for `pages/blah.html.eex`), fixed at start: they are the routes.
-    pages: Vec<String>,
     copy: CopyBelow,
     limits: Limits,
     /// `--watch`: a failed compile is shown on the pages (to loopback peers).
@@ -51,6 +71,9 @@ struct Inner {
     /// The fingerprint of the files last compiled (or refused); held for the whole of a reload,
     /// so reloads run one at a time, in order.
     seen: Mutex<u64>,
+    /// [`Templates::reload`] shared by concurrent callers (`POST /templates/reload`). Its
+    /// operation holds the templates weakly: no cycle keeps them alive.
+    reloads: Coalesced<Result<u64, String>>,
 }
 
 impl Templates {
@@ -63,34 +86,33 @@ impl Templates {
     ) -> anyhow::Result<Templates> {
         let seen = fingerprint(dir);
         let engine = compile(dir, copy, limits).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let mut pages: Vec<String> = engine
-            .names()
-            .filter_map(|n| n.strip_prefix("pages/")?.strip_suffix(".html.eex"))
-            .filter(|p| !p.contains('/'))
-            .map(str::to_owned)
-            .collect();
-        pages.sort();
-        let ids = page_ids(&engine, &pages).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let pages = pages_of(&engine);
         Ok(Templates {
-            inner: Arc::new(Inner {
+            inner: Arc::new_cyclic(|weak: &Weak<Inner>| Inner {
                 dir: dir.to_owned(),
-                pages,
                 copy,
                 limits,
                 watch,
                 shared: Shared::new(Compiled {
                     engine,
-                    ids,
+                    pages,
                     broken: None,
                 }),
                 seen: Mutex::new(seen),
+                reloads: {
+                    let weak = weak.clone();
+                    Coalesced::new(move || match weak.upgrade() {
+                        Some(inner) => Templates { inner }.reload(),
+                        None => Err("the templates are gone".to_owned()),
+                    })
+                },
             }),
         })
     }
 
-    /// The pages, in the order of [`Compiled::ids`].
-    pub fn pages(&self) -> &[String] {
-        &self.inner.pages
+    /// The current version's page names, sorted.
+    pub fn pages(&self) -> Vec<String> {
+        self.snapshot().page_names().map(str::to_owned).collect()
     }
 
     /// True under `--watch`.
@@ -125,6 +147,18 @@ impl Templates {
         self.compile_and_swap()
     }
 
+    /// [`Templates::reload`] on tokio's blocking pool, shared with every concurrent caller: the
+    /// outcome of a reload that started after this call (at most one runs and one more is
+    /// pending, however many ask; see [`crate::rules::coalesce`]). `Err(Lost)` when it panicked.
+    pub async fn reload_shared(&self) -> Result<Result<u64, String>, Lost> {
+        self.inner.reloads.run().await
+    }
+
+    /// Reloads [`Templates::reload_shared`] started so far, and callers waiting for one now.
+    pub fn shared_reloads(&self) -> (u64, usize) {
+        (self.inner.reloads.runs(), self.inner.reloads.waiting())
+    }
+
     /// [`Templates::reload`] when a template file changed since the last reload (or start);
     /// `None` when nothing did. A refused version is logged once, not again until it changes.
     pub fn reload_if_changed(&self) -> Option<Result<u64, String>> {
@@ -143,13 +177,11 @@ impl Templates {
 
     fn compile_and_swap(&self) -> Result<u64, String> {
         let inner = &*self.inner;
-        let built = compile(&inner.dir, inner.copy, inner.limits)
-            .and_then(|engine| Ok((page_ids(&engine, &inner.pages)?, engine)));
-        match built {
-            Ok((ids, engine)) => {
+        match compile(&inner.dir, inner.copy, inner.limits) {
+            Ok(engine) => {
                 let version = inner.shared.store(Compiled {
+                    pages: pages_of(&engine),
                     engine,
-                    ids,
                     broken: None,
                 });
                 tracing::info!(version, "templates reloaded");
@@ -166,7 +198,7 @@ impl Templates {
                 if inner.watch {
                     inner.shared.store(Compiled {
                         engine: current.engine.clone(),
-                        ids: current.ids.clone(),
+                        pages: current.pages.clone(),
                         broken: Some(message.as_str().into()),
                     });
                 }
@@ -204,13 +236,34 @@ impl CopyBelow {
     }
 }
 
-/// Each page's template in `engine`: an error when one is gone (the routes are fixed at start,
-/// so removing a page needs a restart).
-fn page_ids(engine: &Engine, pages: &[String]) -> Result<Vec<TemplateId>, galleon_template::Error> {
+/// The pages of `engine`: each `pages/NAME.html.eex` whose `NAME` [`is_page_name`], sorted by
+/// name, with its template. Found anew in every version, so pages come and go with reloads.
+fn pages_of(engine: &Engine) -> Vec<(Box<str>, TemplateId)> {
+    let mut pages: Vec<(Box<str>, TemplateId)> = engine
+        .names()
+        .filter_map(|n| {
+            let page = n.strip_prefix("pages/")?.strip_suffix(".html.eex")?;
+            if !is_page_name(page) {
+                tracing::debug!(template = n, "not a page: its name is not a path segment");
+                return None;
+            }
+            Some((page.into(), engine.id(n).ok()?))
+        })
+        .collect();
+    pages.sort_by(|a, b| a.0.cmp(&b.0));
     pages
-        .iter()
-        .map(|p| engine.id(&format!("pages/{p}.html.eex")))
-        .collect()
+}
+
+/// Whether `name` can be a page at `/NAME`: ASCII letters, digits, `-`, `_` and `.`, not
+/// starting with `.`. So a page is one path segment that needs no escaping: never empty, never
+/// `.` or `..`, never with a `/`, never a hidden file, and its data file `data/NAME.json` stays
+/// in `data/`.
+pub fn is_page_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// The `*.eex` files' fingerprint, as [`galleon_template::Engine::load`] finds them.
@@ -231,7 +284,10 @@ mod tests {
 
     fn render(t: &Templates) -> String {
         let c = t.snapshot();
-        let page = c.engine.render_with(c.ids[0], |_: &str| None).unwrap();
+        let page = c
+            .engine
+            .render_with(c.page("p").unwrap(), |_: &str| None)
+            .unwrap();
         String::from_utf8(page.to_vec()).unwrap()
     }
 
@@ -274,8 +330,9 @@ mod tests {
         assert_eq!(render(&t), "v3");
     }
 
+    /// Each version finds its pages: a renamed page is another page, and the reload succeeds.
     #[test]
-    fn a_removed_page_is_refused() {
+    fn a_renamed_page_is_found_by_the_reload() {
         let dir = site("v1");
         let t = Templates::load(dir.path(), CopyBelow::text(64), Limits::default(), false).unwrap();
         std::fs::rename(
@@ -283,8 +340,25 @@ mod tests {
             dir.path().join("pages/q.html.eex"),
         )
         .unwrap();
-        let err = t.reload().unwrap_err();
-        assert!(err.contains("p.html.eex"), "{err}");
-        assert_eq!(render(&t), "v1");
+        assert_eq!(t.reload(), Ok(2));
+        assert_eq!(t.pages(), ["q"]);
+        assert!(t.snapshot().page("p").is_none());
+    }
+
+    #[test]
+    fn page_names_are_one_plain_segment() {
+        for ok in ["blah", "blah-split", "a_b", "v2.1"] {
+            assert!(is_page_name(ok), "{ok}");
+        }
+        for bad in ["", ".", "..", ".hidden", "a/b", "a b", "%2e", "a\\b", "é"] {
+            assert!(!is_page_name(bad), "{bad}");
+        }
+        let dir = site("v1");
+        std::fs::write(dir.path().join("pages/..html.eex"), "dot").unwrap();
+        std::fs::write(dir.path().join("pages/a b.html.eex"), "space").unwrap();
+        std::fs::create_dir(dir.path().join("pages/sub")).unwrap();
+        std::fs::write(dir.path().join("pages/sub/x.html.eex"), "nested").unwrap();
+        let t = Templates::load(dir.path(), CopyBelow::text(64), Limits::default(), false).unwrap();
+        assert_eq!(t.pages(), ["p"]);
     }
 }

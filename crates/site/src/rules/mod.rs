@@ -5,9 +5,10 @@
 //!   and coercion rules), `_limit=N` for at most N of them (default and most:
 //!   `--rules-max-results`); an unknown field or a value not of its field's type is 400 with a
 //!   JSON error. The header `x-galleon-rules-version` names the version that answered.
-//! - `GET /rules`: the version, revision, rule count and fields.
+//! - `GET /rules`: the version, revision, rule count and fields, and the reloads run and waiting.
 //! - `POST /rules/reload`: reloads now, for loopback peers only (403 otherwise): 200 with the new
-//!   version, or 422 with the located error while the old version goes on serving.
+//!   version, or 422 with the located error while the old version goes on serving. Concurrent
+//!   posts share reloads ([`coalesce`]): at most one runs and one more is pending.
 //! - The file is also reloaded when it changes (polled every `--rules-poll-ms`) and on SIGHUP.
 //!
 //! `--rules-mode` picks how a request reaches the rules, for the comparison the seed made:
@@ -28,9 +29,11 @@ use galleon_http::{
 use galleon_state::{Reloader, Shared, Watch};
 
 pub mod bench;
+pub mod coalesce;
 pub mod generate;
 mod set;
 
+use coalesce::Coalesced;
 use set::{RuleSet, SetLimits};
 
 /// Header naming the version (1, 2, ... per reload) that produced a response.
@@ -172,6 +175,7 @@ pub fn mount(
         );
     }
 
+    let reloads = coalesced_reload(&reloader);
     let shared = reloader.shared().clone();
     let (mode, max) = (args.mode, args.max_results);
     let router = router
@@ -195,12 +199,12 @@ pub fn mount(
             }),
         )
         .get("/rules", {
-            let shared = reloader.shared().clone();
-            sync_handler(move |_req: Request| info(&shared))
+            let (shared, reloads) = (reloader.shared().clone(), reloads.clone());
+            sync_handler(move |_req: Request| info(&shared, &reloads))
         })
         .post("/rules/reload", move |req: Request| {
-            let reloader = reloader.clone();
-            async move { reload(&req, reloader).await }
+            let reloads = reloads.clone();
+            async move { reload(&req, &reloads).await }
         });
     Ok((router, Running { _watch: watch }))
 }
@@ -289,8 +293,27 @@ fn answer(set: &RuleSet, version: u64, req: &Request, max: usize) -> Response {
     }
 }
 
-/// `GET /rules`: what is serving.
-fn info(shared: &Shared<RuleSet>) -> Response {
+/// What a `POST /rules/reload` answers: the version and revision serving after its reload, or
+/// the located error.
+type ReloadOutcome = Result<(u64, String), String>;
+
+/// `POST /rules/reload`'s reload, shared by concurrent posts: reads and parses the file now, then
+/// says what serves (this reload's version, or a later one's: number and label together).
+fn coalesced_reload(reloader: &Reloader<RuleSet>) -> Coalesced<ReloadOutcome> {
+    let reloader = reloader.clone();
+    Coalesced::new(move || {
+        reloader
+            .reload()
+            .map(|_| {
+                let now = reloader.shared().load_full();
+                (now.version(), now.revision().to_owned())
+            })
+            .map_err(|e| e.to_string())
+    })
+}
+
+/// `GET /rules`: what is serving, and how many reloads ran and wait.
+fn info(shared: &Shared<RuleSet>, reloads: &Coalesced<ReloadOutcome>) -> Response {
     let set = shared.snapshot();
     let fields: Vec<_> = set
         .fields()
@@ -302,23 +325,18 @@ fn info(shared: &Shared<RuleSet>) -> Response {
         "revision": set.revision(),
         "rules": set.len(),
         "fields": fields,
+        "reloads": { "runs": reloads.runs(), "waiting": reloads.waiting() },
     });
     json(StatusCode::OK, format!("{body}\n")).with_header(VERSION_HEADER, set.version().to_string())
 }
 
-/// `POST /rules/reload`, loopback peers only: the file is read and parsed on the blocking pool.
-async fn reload(req: &Request, reloader: Reloader<RuleSet>) -> Response {
+/// `POST /rules/reload`, loopback peers only: the file is read and parsed on the blocking pool,
+/// once for all the posts that share the run.
+async fn reload(req: &Request, reloads: &Coalesced<ReloadOutcome>) -> Response {
     if !req.peer().is_none_or(|p| p.ip().is_loopback()) {
         return json_error(StatusCode(403), "reloading is allowed from loopback only");
     }
-    let done = tokio::task::spawn_blocking(move || {
-        // What serves now (this reload's version, or a later one's): number and label together.
-        reloader.reload().map(|_| {
-            let now = reloader.shared().load_full();
-            (now.version(), now.revision().to_owned())
-        })
-    })
-    .await;
+    let done = reloads.run().await;
     match done {
         Ok(Ok((version, revision))) => json(
             StatusCode::OK,
@@ -329,7 +347,7 @@ async fn reload(req: &Request, reloader: Reloader<RuleSet>) -> Response {
         )
         .with_header(VERSION_HEADER, version.to_string()),
         // The operator's own error, on the operator's own machine: located, in full.
-        Ok(Err(e)) => json_error(StatusCode::UNPROCESSABLE, &e.to_string()),
+        Ok(Err(e)) => json_error(StatusCode::UNPROCESSABLE, &e),
         Err(_) => json_error(StatusCode::INTERNAL_SERVER_ERROR, "reload failed"),
     }
 }
@@ -360,10 +378,11 @@ mod tests {
             )
             .with_peer(peer.parse().unwrap())
         };
-        let r = reload(&req("192.0.2.7:5000"), reloader.clone()).await;
+        let reloads = coalesced_reload(&reloader);
+        let r = reload(&req("192.0.2.7:5000"), &reloads).await;
         assert_eq!(r.status().0, 403);
         assert_eq!(reloader.shared().version(), 1, "nothing reloaded");
-        let r = reload(&req("127.0.0.1:5000"), reloader.clone()).await;
+        let r = reload(&req("127.0.0.1:5000"), &reloads).await;
         assert_eq!(r.status().0, 200);
         assert_eq!(reloader.shared().version(), 2);
     }
