@@ -223,6 +223,18 @@ pub(crate) struct Args {
     /// loopback ones (they show routes, traffic and timings). /_galleon/health is always open.
     #[arg(long)]
     diagnostics_open: bool,
+    /// Bearer token the diagnostics (/_galleon, stats.json, /metrics, /_galleon/offload) and the
+    /// reload routes (POST /templates/reload, /rules/reload) then require from every peer,
+    /// loopback included: behind a reverse proxy on this host every client is loopback. At
+    /// least 16 visible characters. /_galleon/health stays open.
+    #[arg(
+        long,
+        env = "GALLEON_DIAGNOSTICS_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN",
+        conflicts_with = "diagnostics_open"
+    )]
+    diagnostics_token: Option<String>,
     /// The CPU pool (renders, stream chunks, /seal, /hash).
     #[command(flatten)]
     offload: crate::site_args::OffloadArgs,
@@ -492,6 +504,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         access_log: args.access_log,
     }));
 
+    let mut diagnostics_guard = galleon_http::Guard::default().open(args.diagnostics_open);
+    if let Some(token) = &args.diagnostics_token {
+        diagnostics_guard = diagnostics_guard
+            .with_token(token)
+            .map_err(|e| anyhow::anyhow!("--diagnostics-token: {e}"))?;
+    }
     let workers = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
@@ -501,7 +519,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         offload: args.offload.config(),
         rules: args.rules.config(),
         bulk_writers,
-        diagnostics_open: args.diagnostics_open,
+        diagnostics: diagnostics_guard.clone(),
         reload_on_sighup: true,
     };
 
@@ -550,7 +568,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         };
         let mut diagnostics = galleon_stats::Diagnostics::new(&stats)
             .pool(cpu.clone())
-            .open(args.diagnostics_open);
+            .guard(diagnostics_guard.clone());
         if let Some(figures) = events_source {
             diagnostics = diagnostics.figures("events", "Event store", figures);
         }
@@ -573,6 +591,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             } else {
                 ""
             },
+        );
+        eprintln!(
+            "galleon: diagnostics {}, reloads {}",
+            diagnostics_guard.describe(),
+            diagnostics_guard.closed().describe()
         );
         let server = if trace_endpoint {
             let traces = TraceStore::new();

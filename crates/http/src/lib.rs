@@ -78,6 +78,7 @@
 mod bulk;
 mod config;
 mod date;
+mod guard;
 mod h1;
 mod observe;
 mod request;
@@ -96,6 +97,7 @@ pub use config::{
     ServerConfig, default_bulk_writers,
 };
 pub use galleon_iolist::{IoList, WritePolicy, WriteStats};
+pub use guard::{Guard, InvalidGuardToken, MIN_GUARD_TOKEN_LEN, is_loopback};
 pub use h1::STREAM_CHUNK_KIND;
 pub use observe::{Exchange, Observer};
 pub use request::{Method, Request, parse_query, percent_decode, query_value, split_query};

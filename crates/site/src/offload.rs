@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use galleon_http::{Request, Response, Router, StatusCode};
+use galleon_http::{Guard, Request, Response, Router, StatusCode};
 use galleon_offload::{Config, Kind, OffloadError, Policy, Pool, Priority};
 
 use crate::work::{self, WorkLimits};
@@ -212,8 +212,9 @@ fn admit(slots: &Arc<Semaphore>, route: &str) -> Result<OwnedSemaphorePermit, Re
 }
 
 /// Adds `/seal`, `/hash` and the statistics endpoint to `router`.
-/// `/_galleon/offload` answers loopback peers only unless `diagnostics_open`.
-pub fn mount(router: Router, pool: &Pool, limits: WorkLimits, diagnostics_open: bool) -> Router {
+/// `/_galleon/offload` answers whom `diagnostics` lets in (loopback peers by default).
+pub fn mount(router: Router, pool: &Pool, limits: WorkLimits, diagnostics: &Guard) -> Router {
+    let diagnostics = diagnostics.clone();
     let slots = || Arc::new(Semaphore::new(limits.max_in_flight.max(1)));
     let seal = (
         pool.clone(),
@@ -274,12 +275,10 @@ pub fn mount(router: Router, pool: &Pool, limits: WorkLimits, diagnostics_open: 
         })
         .get(STATS_PATH, move |req: Request| {
             let pool = stats.clone();
+            let refused = diagnostics.check(&req);
             async move {
-                if !diagnostics_open && !req.peer().is_none_or(|p| p.ip().is_loopback()) {
-                    return Response::error(
-                        StatusCode(403),
-                        "diagnostics answer loopback peers only (see --diagnostics-open)",
-                    );
+                if let Some(refusal) = refused {
+                    return refusal;
                 }
                 json(&pool.snapshot())
             }
@@ -312,7 +311,12 @@ mod tests {
             ..Config::default()
         })
         .unwrap();
-        let router = mount(Router::new(), &pool, WorkLimits::default(), false);
+        let router = mount(
+            Router::new(),
+            &pool,
+            WorkLimits::default(),
+            &Guard::default(),
+        );
         let local = "127.0.0.1:5000";
         let r = router.handle(get("/seal?bytes=1000", local)).await;
         assert_eq!(r.status().0, 200);
@@ -350,7 +354,7 @@ mod tests {
             max_in_flight: 1,
             ..WorkLimits::default()
         };
-        let router = Arc::new(mount(Router::new(), &pool, limits, false));
+        let router = Arc::new(mount(Router::new(), &pool, limits, &Guard::default()));
         // Hold the only pool thread so the first /hash stays in flight, queued.
         let (open, gate) = std::sync::mpsc::channel::<()>();
         let blocker = pool.kind("blocker");

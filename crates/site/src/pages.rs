@@ -30,7 +30,9 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use anyhow::Context;
 use bytes::Bytes;
-use galleon_http::{Body, Handler, IoList, Method, Reply, Request, Response, Router, StatusCode};
+use galleon_http::{
+    Body, Guard, Handler, IoList, Method, Reply, Request, Response, Router, StatusCode,
+};
 use galleon_iolist::escape_html_copy_into;
 use galleon_offload::{Kind, Pool};
 use galleon_template::{Assigns, ErrorKind, Limits, Rendered, Value};
@@ -178,7 +180,7 @@ pub fn router(
     options: &PagesConfig,
     cpu: &Pool,
 ) -> anyhow::Result<(Router, Templates)> {
-    mount(Router::new(), dir, options, cpu)
+    mount(Router::new(), dir, options, cpu, &Guard::default())
 }
 
 /// [`router`]'s routes added to `router`, after its own: mount the site's other routes first, so
@@ -188,6 +190,7 @@ pub fn mount(
     dir: &Path,
     options: &PagesConfig,
     cpu: &Pool,
+    control: &Guard,
 ) -> anyhow::Result<(Router, Templates)> {
     let copy = CopyBelow {
         text: SERVE_COPY_BELOW,
@@ -229,10 +232,16 @@ pub fn mount(
                 .unwrap_or_else(|_| Response::error(StatusCode::INTERNAL_SERVER_ERROR, "failed"))
         }
     });
-    let reload = templates.clone();
+    let (reload, control) = (templates.clone(), control.closed());
     router = router.post("/templates/reload", move |req: Request| {
         let templates = reload.clone();
-        async move { reload_now(&req, templates).await }
+        let refused = control.check(&req);
+        async move {
+            match refused {
+                Some(refusal) => refusal,
+                None => reload_now(templates).await,
+            }
+        }
     });
     // The pages of the start: a route each (their own statistics), after every other route.
     for page in pages {
@@ -307,13 +316,10 @@ impl Site {
     }
 }
 
-/// `POST /templates/reload`, loopback peers only: compiles the templates (on the blocking pool,
-/// once for all the posts that share the run); 200 with the new version, or 422 with the located
-/// error while the old one serves.
-async fn reload_now(req: &Request, templates: Templates) -> Response {
-    if !req.peer().is_none_or(|p| p.ip().is_loopback()) {
-        return Response::error(StatusCode(403), "reloading is allowed from loopback only");
-    }
+/// `POST /templates/reload` (loopback peers only, or requests with the control token): compiles
+/// the templates (on the blocking pool, once for all the posts that share the run); 200 with the
+/// new version, or 422 with the located error while the old one serves.
+async fn reload_now(templates: Templates) -> Response {
     // Shared with the concurrent posts: at most one compile runs and one more is pending.
     let done = templates.reload_shared().await;
     let (status, body) = match done {

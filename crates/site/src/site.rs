@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use galleon_http::Router;
+use galleon_http::{Guard, Router};
 use galleon_offload::Pool;
 use galleon_state::Watch;
 
@@ -30,8 +30,10 @@ pub struct SiteConfig {
     /// The server's bulk writers (`ServerConfig::bulk_writers`): with none, streamed pages are
     /// written on the request workers, so their chunks always go to the pool.
     pub bulk_writers: usize,
-    /// Let any peer read `/_galleon/offload`, not only loopback ones.
-    pub diagnostics_open: bool,
+    /// Who may read `/_galleon/offload` (loopback peers by default) and use the reload routes
+    /// (`POST /templates/reload`, `POST /rules/reload`: never opened to every peer, but with a
+    /// token set only requests that send it, loopback included).
+    pub diagnostics: Guard,
     /// Reload the templates and the rules on SIGHUP (a task on the current tokio runtime).
     pub reload_on_sighup: bool,
 }
@@ -44,7 +46,7 @@ impl Default for SiteConfig {
             offload: OffloadConfig::default(),
             rules: RulesConfig::default(),
             bulk_writers: galleon_http::default_bulk_writers(),
-            diagnostics_open: false,
+            diagnostics: Guard::default(),
             reload_on_sighup: true,
         }
     }
@@ -99,14 +101,14 @@ impl Site {
     pub fn open(config: SiteConfig) -> anyhow::Result<Site> {
         config.pages.validate()?;
         let (cpu, work_limits) = crate::offload::pool(&config.offload, config.bulk_writers)?;
-        let dir = &config.dir;
+        let (dir, guard) = (&config.dir, &config.diagnostics);
         // The same templates compiled into Rust (`/compiled/...`), beside the runtime pages.
         let router = crate::compiled_pages::routes(Router::new(), dir, &config.pages)?;
         let (router, rules) =
-            crate::rules::mount(router, dir, &config.rules, config.reload_on_sighup)?;
-        let router = crate::offload::mount(router, &cpu, work_limits, config.diagnostics_open);
+            crate::rules::mount(router, dir, &config.rules, config.reload_on_sighup, guard)?;
+        let router = crate::offload::mount(router, &cpu, work_limits, guard);
         // The pages last: every other route wins over a page of the same name (`/rules`).
-        let (router, templates) = crate::pages::mount(router, dir, &config.pages, &cpu)
+        let (router, templates) = crate::pages::mount(router, dir, &config.pages, &cpu, guard)
             .with_context(|| format!("loading the site in {}", dir.display()))?;
         let watch = watch_templates(&templates, config.reload_on_sighup)?;
         Ok(Site {

@@ -104,3 +104,28 @@ fn every_policy_serves_the_same_bytes_and_the_pool_counts_where_jobs_ran() {
     assert_eq!(inline_chunks, 0, "{on_workers}");
     assert!(offloaded_chunks >= 2, "{on_workers}");
 }
+
+#[test]
+fn with_a_diagnostics_token_the_pool_statistics_and_the_reloads_need_it_from_loopback_too() {
+    let token = "a-diagnostics-token-0123";
+    let mut config = support::config(&support::site_dir());
+    config.diagnostics = galleon_http::Guard::default().with_token(token).unwrap();
+    let site = TestSite::start(config);
+    let mut c = site.client();
+    let bearer = format!("Bearer {token}");
+    let with = [("authorization", bearer.as_str())];
+    for (method, path) in [
+        ("GET", "/_galleon/offload"),
+        ("POST", "/templates/reload"),
+        ("POST", "/rules/reload"),
+    ] {
+        let send = |c: &mut Client, headers: &[(&str, &str)]| {
+            c.request(method, path, headers, b"").unwrap()
+        };
+        // The test's client is a loopback peer, as every client is behind a local proxy.
+        let r = send(&mut c, &[]);
+        assert_eq!(r.status, 401, "{method} {path}: {}", r.text());
+        let r = send(&mut c, &with);
+        assert_eq!(r.status, 200, "{method} {path}: {}", r.text());
+    }
+}

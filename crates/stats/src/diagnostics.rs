@@ -1,9 +1,13 @@
 //! [`Diagnostics`]: what the diagnostics routes read (the statistics, optionally a CPU pool and
 //! extra figures) and who they answer, and their answers, which both adapters send: the live
 //! page, `stats.json`, `/metrics` and health. All but health answer loopback peers only unless
-//! opened; with recording off they answer 404.
+//! opened, or only requests with a bearer token when one is set ([`Diagnostics::guard`]); with
+//! recording off they answer 404.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
+
+use galleon_http::Guard;
 
 use galleon_offload::{Pool, PoolSnapshot};
 use galleon_template::compiled::IoList;
@@ -60,7 +64,7 @@ pub struct Diagnostics {
     stats: Arc<Stats>,
     pool: Option<Pool>,
     figures: Vec<FigureSet>,
-    open: bool,
+    guard: Guard,
 }
 
 impl std::fmt::Debug for Diagnostics {
@@ -70,7 +74,7 @@ impl std::fmt::Debug for Diagnostics {
             .field("stats", &self.stats)
             .field("pool", &self.pool.is_some())
             .field("figures", &keys)
-            .field("open", &self.open)
+            .field("guard", &self.guard)
             .finish()
     }
 }
@@ -95,6 +99,8 @@ pub(crate) enum Route {
 pub(crate) struct Answer {
     pub(crate) status: u16,
     pub(crate) content_type: &'static str,
+    /// Send `www-authenticate: Bearer` (a 401 of the guard).
+    pub(crate) challenge: bool,
     /// Send `cache-control: no-store`.
     pub(crate) no_store: bool,
     pub(crate) body: IoList,
@@ -109,6 +115,7 @@ impl Answer {
         Answer {
             status,
             content_type,
+            challenge: false,
             no_store: false,
             body: IoList::from_scratch(body.into()),
         }
@@ -127,7 +134,7 @@ impl Diagnostics {
             stats: stats.clone(),
             pool: None,
             figures: Vec::new(),
-            open: false,
+            guard: Guard::default(),
         }
     }
 
@@ -165,7 +172,15 @@ impl Diagnostics {
     /// Answers any peer, not only loopback ones (`false` by default: the routes show routes,
     /// traffic and timings). Health always answers everyone.
     pub fn open(mut self, open: bool) -> Diagnostics {
-        self.open = open;
+        self.guard = self.guard.open(open);
+        self
+    }
+
+    /// Who may read the routes (health aside): loopback peers, any peer, or requests with a
+    /// bearer token ([`Guard`]; behind a same-host proxy every client is loopback, so only a
+    /// token protects them there). Replaces [`Diagnostics::open`]'s setting.
+    pub fn guard(mut self, guard: Guard) -> Diagnostics {
+        self.guard = guard;
         self
     }
 
@@ -234,9 +249,14 @@ impl Diagnostics {
     }
 
     /// The answer to `route` for a peer that is loopback (or trusted as such) or not.
-    pub(crate) fn answer(&self, route: Route, loopback: bool) -> Answer {
+    pub(crate) fn answer(
+        &self,
+        route: Route,
+        peer: Option<SocketAddr>,
+        authorization: Option<&[u8]>,
+    ) -> Answer {
         if route != Route::Health
-            && let Some(refusal) = self.refusal(loopback)
+            && let Some(refusal) = self.refusal(peer, authorization)
         {
             return refusal;
         }
@@ -252,6 +272,7 @@ impl Diagnostics {
                 Ok(body) => Answer {
                     status: 200,
                     content_type: HTML,
+                    challenge: false,
                     no_store: true,
                     body,
                 },
@@ -268,14 +289,14 @@ impl Diagnostics {
         }
     }
 
-    /// Refuses a peer that is not loopback unless the routes are open, and everything when
+    /// Refuses what the guard refuses (a peer that is not loopback unless the routes are open; a
+    /// request without the token when one is set), and everything when
     /// recording is off.
-    fn refusal(&self, loopback: bool) -> Option<Answer> {
-        if !self.open && !loopback {
-            return Some(Answer::error(
-                403,
-                "diagnostics answer loopback peers only (unless opened: Diagnostics::open)",
-            ));
+    fn refusal(&self, peer: Option<SocketAddr>, authorization: Option<&[u8]>) -> Option<Answer> {
+        if let Err((status, message)) = self.guard.allows(peer, authorization) {
+            let mut a = Answer::error(status, message);
+            a.challenge = status == 401;
+            return Some(a);
         }
         if !self.stats.recording() {
             return Some(Answer::error(

@@ -42,15 +42,18 @@ pub fn mount(router: Router, diagnostics: impl Into<Diagnostics>) -> Router {
     .fold(router, |router, (path, route)| {
         let d = d.clone();
         router.get(path, move |req: Request| {
-            let loopback = req.peer().is_none_or(|p| p.ip().is_loopback());
-            let answer = d.answer(route, loopback);
+            let answer = d.answer(route, req.peer(), req.header("authorization"));
             async move { response(answer) }
         })
     })
 }
 
 fn response(a: Answer) -> Response {
-    let r = Response::new(StatusCode(a.status), a.body).with_header("content-type", a.content_type);
+    let mut r =
+        Response::new(StatusCode(a.status), a.body).with_header("content-type", a.content_type);
+    if a.challenge {
+        r = r.with_header("www-authenticate", "Bearer");
+    }
     if a.no_store {
         r.with_header("cache-control", "no-store")
     } else {

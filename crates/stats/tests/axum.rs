@@ -136,6 +136,23 @@ async fn the_routes_answer_loopback_connect_info_only_unless_opened() {
 }
 
 #[tokio::test]
+async fn with_a_token_every_peer_needs_it_under_axum_too() {
+    let stats = stats();
+    let token = "a-diagnostics-token-0123";
+    let guard = galleon_http::Guard::default().with_token(token).unwrap();
+    let app = app(&stats, Diagnostics::new(&stats).guard(guard));
+    let (status, headers, _) = send(&app, request(JSON_PATH, LOCAL)).await;
+    assert_eq!(status, 401, "loopback is not enough");
+    assert_eq!(headers["www-authenticate"], "Bearer");
+    let mut req = request(JSON_PATH, Some("192.0.2.7:9"));
+    let bearer = format!("Bearer {token}");
+    req.headers_mut()
+        .insert("authorization", bearer.parse().unwrap());
+    let (status, _, body) = send(&app, req).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test]
 async fn stats_json_and_metrics_leave_out_what_axum_does_not_measure() {
     let stats = stats();
     let app = app(&stats, Diagnostics::new(&stats));

@@ -211,6 +211,44 @@ async fn the_routes_answer_loopback_only_unless_opened_and_health_answers_all() 
 }
 
 #[tokio::test]
+async fn with_a_token_every_peer_needs_it_loopback_included() {
+    let st = stats(true);
+    let token = "a-diagnostics-token-0123";
+    let guard = galleon_http::Guard::default().with_token(token).unwrap();
+    let guarded = galleon_stats::mount(Router::new(), Diagnostics::new(&st).guard(guard));
+    let bearer = format!("Bearer {token}");
+    for path in [PAGE_PATH, JSON_PATH, METRICS_PATH] {
+        // Behind a reverse proxy on this host every client is loopback: that is not enough.
+        let bare = guarded.handle(get(path, "127.0.0.1:9")).await;
+        assert_eq!(bare.status().0, 401, "{path}");
+        let challenge = bare.headers().find(|(n, _)| *n == "www-authenticate");
+        assert_eq!(challenge, Some(("www-authenticate", "Bearer")));
+        let wrong = [("authorization", "Bearer not-the-token-at-all")];
+        let req = Request::new(Method::Get, path, &wrong, Bytes::new());
+        assert_eq!(
+            guarded
+                .handle(req.with_peer("127.0.0.1:9".parse().unwrap()))
+                .await
+                .status()
+                .0,
+            401
+        );
+        let right = [("authorization", bearer.as_str())];
+        let req = Request::new(Method::Get, path, &right, Bytes::new());
+        assert_eq!(
+            guarded
+                .handle(req.with_peer("192.0.2.7:9".parse().unwrap()))
+                .await
+                .status()
+                .0,
+            200
+        );
+    }
+    let health = guarded.handle(get(HEALTH_PATH, "192.0.2.7:9")).await;
+    assert_eq!(health.status().0, 200, "health stays open");
+}
+
+#[tokio::test]
 async fn without_a_pool_or_figures_those_parts_are_left_out() {
     let st = stats(true);
     let d = Diagnostics::new(&st);

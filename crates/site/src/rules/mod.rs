@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use galleon_http::{
-    Request, Response, Router, StatusCode, percent_decode, split_query, sync_handler,
+    Guard, Request, Response, Router, StatusCode, percent_decode, split_query, sync_handler,
 };
 use galleon_state::{Reloader, Shared, Watch};
 
@@ -114,7 +114,9 @@ pub fn mount(
     site: &Path,
     args: &RulesConfig,
     on_sighup: bool,
+    control: &Guard,
 ) -> anyhow::Result<(Router, Running)> {
+    let control = control.closed();
     let none = Running { _watch: None };
     let path = match &args.file {
         Some(p) => p.clone(),
@@ -204,7 +206,13 @@ pub fn mount(
         })
         .post("/rules/reload", move |req: Request| {
             let reloads = reloads.clone();
-            async move { reload(&req, &reloads).await }
+            let refused = control.check(&req);
+            async move {
+                match refused {
+                    Some(refusal) => refusal,
+                    None => reload(&reloads).await,
+                }
+            }
         });
     Ok((router, Running { _watch: watch }))
 }
@@ -330,12 +338,9 @@ fn info(shared: &Shared<RuleSet>, reloads: &Coalesced<ReloadOutcome>) -> Respons
     json(StatusCode::OK, format!("{body}\n")).with_header(VERSION_HEADER, set.version().to_string())
 }
 
-/// `POST /rules/reload`, loopback peers only: the file is read and parsed on the blocking pool,
-/// once for all the posts that share the run.
-async fn reload(req: &Request, reloads: &Coalesced<ReloadOutcome>) -> Response {
-    if !req.peer().is_none_or(|p| p.ip().is_loopback()) {
-        return json_error(StatusCode(403), "reloading is allowed from loopback only");
-    }
+/// `POST /rules/reload` (loopback peers only, or requests with the control token): the file is
+/// read and parsed on the blocking pool, once for all the posts that share the run.
+async fn reload(reloads: &Coalesced<ReloadOutcome>) -> Response {
     let done = reloads.run().await;
     match done {
         Ok(Ok((version, revision))) => json(
@@ -357,33 +362,61 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn reload_is_refused_to_other_peers() {
+    async fn reload_is_refused_to_other_peers_and_without_the_token_when_one_is_set() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rules.json");
         let site = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../site/data/rules.json");
         std::fs::copy(site, &path).unwrap();
-        let limits = SetLimits {
-            max_rules: DEFAULT_MAX_RULES,
+        let config = RulesConfig {
+            file: Some(path),
+            poll_ms: 0,
+            ..RulesConfig::default()
         };
-        let reloader = Reloader::load(&path, move |p, b| {
-            RuleSet::parse(p, b, limits).map_err(Into::into)
-        })
-        .unwrap();
-        let req = |peer: &str| {
+        let post = |peer: &str, auth: &[(&str, &str)]| {
             Request::new(
                 galleon_http::Method::Post,
                 "/rules/reload",
-                &[],
+                auth,
                 Default::default(),
             )
             .with_peer(peer.parse().unwrap())
         };
-        let reloads = coalesced_reload(&reloader);
-        let r = reload(&req("192.0.2.7:5000"), &reloads).await;
+        async fn version(router: &Router) -> Option<String> {
+            let get = Request::new(galleon_http::Method::Get, "/rules", &[], Default::default());
+            let info = router.handle(get).await;
+            let v = info.headers().find(|(n, _)| *n == VERSION_HEADER)?;
+            Some(v.1.to_owned())
+        }
+        // Loopback only, even when the diagnostics are opened to every peer.
+        let open = Guard::default().open(true);
+        let (router, _running) = mount(Router::new(), dir.path(), &config, false, &open).unwrap();
+        let r = router.handle(post("192.0.2.7:5000", &[])).await;
         assert_eq!(r.status().0, 403);
-        assert_eq!(reloader.shared().version(), 1, "nothing reloaded");
-        let r = reload(&req("127.0.0.1:5000"), &reloads).await;
+        assert_eq!(
+            version(&router).await.as_deref(),
+            Some("1"),
+            "nothing reloaded"
+        );
+        let r = router.handle(post("127.0.0.1:5000", &[])).await;
         assert_eq!(r.status().0, 200);
-        assert_eq!(reloader.shared().version(), 2);
+        assert_eq!(version(&router).await.as_deref(), Some("2"));
+        // With a token: loopback is not enough (behind a local proxy every client is loopback).
+        let token = "a-control-token-of-some-length";
+        let guarded = Guard::default().with_token(token).unwrap();
+        let (router, _running) =
+            mount(Router::new(), dir.path(), &config, false, &guarded).unwrap();
+        let r = router.handle(post("127.0.0.1:5000", &[])).await;
+        assert_eq!(r.status().0, 401);
+        assert_eq!(
+            version(&router).await.as_deref(),
+            Some("1"),
+            "nothing reloaded"
+        );
+        let bearer = format!("Bearer {token}");
+        let r = router
+            .handle(post("192.0.2.7:5000", &[("authorization", &bearer)]))
+            .await;
+        assert_eq!(r.status().0, 200);
+        assert_eq!(version(&router).await.as_deref(), Some("2"));
     }
 }

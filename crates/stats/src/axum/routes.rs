@@ -29,12 +29,14 @@ where
         router.route(
             path,
             get(move |req: Request| async move {
-                // Without `ConnectInfo` the peer is unknown: not loopback.
-                let loopback = req
+                // Without `ConnectInfo` the peer is unknown: not loopback (the unspecified
+                // address stands for it; `None` would mean a trusted in-process caller).
+                let peer = req
                     .extensions()
                     .get::<ConnectInfo<SocketAddr>>()
-                    .is_some_and(|c| c.0.ip().is_loopback());
-                response(d.answer(route, loopback))
+                    .map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |c| c.0);
+                let authorization = req.headers().get(header::AUTHORIZATION);
+                response(d.answer(route, Some(peer), authorization.map(|v| v.as_bytes())))
             }),
         )
     })
@@ -50,6 +52,9 @@ fn response(a: Answer) -> http::Response<Body> {
     );
     if a.no_store {
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    if a.challenge {
+        h.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     }
     r
 }
