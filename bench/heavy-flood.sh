@@ -32,6 +32,7 @@ p50() { # target -> p50 in ms of one connection looping it for DUR seconds
 }
 flood() { # seconds -> starts CLIENTS connections looping /hash; prints wrk's output to $TMP/flood
   wrk -t1 -c$CLIENTS -d${1}s --timeout 60s "http://127.0.0.1:$PORT/hash?cost=$COST" > "$TMP/flood" 2>&1 &
+  FLOOD=$!
 }
 
 echo "== $CLIENTS clients looping /hash?cost=$COST, $ROUNDS rounds of ${DUR}s, $(nproc) cores, $(date -u +%FT%TZ)"
@@ -41,7 +42,7 @@ for page in $PAGES; do
     alone=$(p50 "$page")
     flood $((DUR + 2)); sleep 1
     loaded=$(p50 "$page")
-    wait
+    wait "$FLOOD"
     ok=$(awk '/requests in/ {print $1}' "$TMP/flood"); bad=$(awk '/Non-2xx/ {print $NF}' "$TMP/flood")
     echo "$page $r $alone $loaded $(awk -v a="$alone" -v b="$loaded" 'BEGIN{printf "%.2f", b/a}') ${ok:-0} ${bad:-0}" >> "$TMP/rounds"
     printf '%-22s %5s %10s %10s %7s   flood: %s requests, %s answered 503\n' "$page" "$r" "$alone" "$loaded" \

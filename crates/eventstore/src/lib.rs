@@ -137,7 +137,7 @@ pub use postgres::DEFAULT_POOL_SIZE;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{DEFAULT_SQLITE_READER_THREADS, MAX_SQLITE_READER_THREADS};
 pub use stats::StoreStats;
-pub use store::{OpenOptions, Store};
+pub use store::{DEFAULT_HELD_BACK_WARNING, OpenOptions, Store};
 pub use subscription::{FrameSubscription, Frames, Subscription};
 pub use time::Timestamp;
 pub use types::{

@@ -31,6 +31,12 @@ pub struct StoreStats {
     /// microseconds. On PostgreSQL this includes the wait for older transactions of the cluster
     /// (see ARCHITECTURE.md, "`$all` on PostgreSQL"). `None` until a batch has been published.
     pub all_lag_micros: Option<u64>,
+    /// PostgreSQL: the `pid` of a transaction that has held `$all` back past
+    /// [`crate::OpenOptions::held_back_warning`] (committed events wait for it to end), as the
+    /// last check, at most a couple of seconds old, found it. `None` otherwise, and on SQLite.
+    pub all_held_back_by: Option<u32>,
+    /// How long that transaction has been open, in microseconds.
+    pub all_held_back_micros: Option<u64>,
 }
 
 /// The append counters of one store handle, shared by its clones.

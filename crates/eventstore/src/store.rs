@@ -56,7 +56,16 @@ pub struct OpenOptions {
     /// [`Error::TooManySubscriptions`]. Subscriptions already stored past a lowered limit stay
     /// and work. On PostgreSQL, creations running at the same moment may pass it by their number.
     pub max_subscriptions: Option<usize>,
+    /// PostgreSQL only: a transaction open this long while committed events wait behind it
+    /// (`$all` is read below the cluster's oldest running transaction) is logged as a warning,
+    /// with its `pid` and database, and shown in [`StoreStats::all_held_back_by`] (default
+    /// [`crate::DEFAULT_HELD_BACK_WARNING`], 5 s).
+    pub held_back_warning: Option<std::time::Duration>,
 }
+
+/// Default [`OpenOptions::held_back_warning`]: far above any append's transaction (milliseconds),
+/// well below what an operator would notice as "the feed stopped".
+pub const DEFAULT_HELD_BACK_WARNING: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// An event store: append to streams, read streams and `$all`, follow `$all` live.
 ///
@@ -182,6 +191,7 @@ impl Store {
                     schema: options.pg_schema,
                     pool_size: options.pg_pool_size,
                     application_name: options.pg_application_name,
+                    held_back_warning: options.held_back_warning,
                 };
                 Ok(Backend::Postgres(PgStore::open(url, opts).await?))
             }
@@ -323,6 +333,12 @@ impl Store {
     pub fn stats(&self) -> StoreStats {
         let (appends, events_appended, conflicts) = self.counters.load();
         let (subscribers, all_watermark, all_lag_micros) = self.hub.watermark_stats();
+        let held_back: Option<(u32, std::time::Duration)> = match &self.backend {
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(p) => p.held_back(),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        };
         StoreStats {
             appends,
             events_appended,
@@ -331,6 +347,8 @@ impl Store {
             live_subscribers: self.hub.stats().live_subscribers,
             all_watermark,
             all_lag_micros,
+            all_held_back_by: held_back.map(|(pid, _)| pid),
+            all_held_back_micros: held_back.map(|(_, age)| age.as_micros() as u64),
         }
     }
 }

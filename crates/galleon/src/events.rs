@@ -30,6 +30,8 @@ pub(crate) struct EventsConfig {
     pub(crate) sqlite_reader_threads: usize,
     /// Most persistent subscriptions the store holds.
     pub(crate) max_subscriptions: usize,
+    /// PostgreSQL only: a transaction holding `$all` back this long is logged and shown.
+    pub(crate) held_back_warning: std::time::Duration,
 }
 
 /// Opens the store `config` names; `None` when it is [`EVENTS_OFF`]. Errors name the URL
@@ -59,6 +61,7 @@ pub(crate) async fn open(config: &EventsConfig) -> anyhow::Result<Option<Store>>
         tail_batch_max: Some(config.tail_batch),
         sqlite_reader_threads: Some(config.sqlite_reader_threads),
         max_subscriptions: Some(config.max_subscriptions),
+        held_back_warning: Some(config.held_back_warning),
         ..OpenOptions::default()
     };
     Ok(Some(

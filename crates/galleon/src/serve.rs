@@ -201,6 +201,11 @@ pub(crate) struct Args {
     /// one more is answered 409 naming this flag. At least 1.
     #[arg(long, default_value_t = galleon_eventstore::DEFAULT_MAX_SUBSCRIPTIONS, value_name = "N")]
     events_max_subscriptions: usize,
+    /// PostgreSQL only: seconds a transaction (in any database of the cluster) may hold `$all`
+    /// back, committed events waiting behind it, before a warning names its pid, database and
+    /// age, and the stats page shows it. At least 1.
+    #[arg(long, default_value_t = galleon_eventstore::DEFAULT_HELD_BACK_WARNING.as_secs(), value_name = "SECONDS")]
+    events_held_back_warning: u64,
     /// SQLite only: threads (one connection each) that run the store's reads, apart from every
     /// other kind of blocking work.
     #[arg(long, default_value_t = galleon_eventstore::DEFAULT_SQLITE_READER_THREADS, value_name = "N")]
@@ -453,7 +458,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         tail_batch: args.events_tail_batch,
         sqlite_reader_threads: args.sqlite_reader_threads,
         max_subscriptions: args.events_max_subscriptions,
+        held_back_warning: std::time::Duration::from_secs(args.events_held_back_warning),
     };
+    anyhow::ensure!(
+        args.events_held_back_warning >= 1,
+        "--events-held-back-warning 0: expected at least 1 second"
+    );
     anyhow::ensure!(
         events.max_subscriptions >= 1,
         "--events-max-subscriptions 0: expected at least 1"

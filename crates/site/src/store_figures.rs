@@ -47,6 +47,18 @@ pub fn source(store: Store) -> impl Fn() -> Vec<Figure> + Send + Sync + 'static 
                 lag as f64 / 1e6,
             ));
         }
+        if let (Some(pid), Some(age)) = (s.all_held_back_by, s.all_held_back_micros) {
+            figures.push(Figure::gauge(
+                "galleon_events_all_held_back_seconds",
+                "$all held back by an open transaction: its age, seconds",
+                age as f64 / 1e6,
+            ));
+            figures.push(Figure::gauge(
+                "galleon_events_all_held_back_pid",
+                "$all held back by an open transaction: its pid",
+                f64::from(pid),
+            ));
+        }
         figures
     }
 }

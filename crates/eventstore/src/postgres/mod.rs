@@ -6,10 +6,12 @@
 //! - `writer`: the batching writer tasks and the routing of appends to them.
 //! - `read`: stream and `$all` reads.
 //! - `notify`: LISTEN/NOTIFY and the WAL nudge, on connections of their own.
+//! - `held_back`: who holds `$all` back (a transaction left open), logged and in the stats.
 //! - `subscriptions`: persistent subscriptions' rows and checkpoints; `groups`: consumer groups'
 //!   partitions and members; `meta`: stream metadata.
 
 mod groups;
+mod held_back;
 mod meta;
 mod notify;
 mod read;
@@ -19,12 +21,15 @@ mod tls;
 mod writer;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio::sync::watch;
 
 use crate::error::{Error, Result};
+use crate::store::DEFAULT_HELD_BACK_WARNING;
 use crate::types::{AppendResult, Direction, EventData, ExpectedVersion, RecordedEvent};
+use held_back::HeldBack;
 use notify::{listen_and_notify, nudge_wal_writer};
 use schema::{migrate, valid_schema};
 use writer::{WriterShared, Writers};
@@ -41,6 +46,7 @@ pub(crate) struct PgOptions {
     pub(crate) schema: Option<String>,
     pub(crate) pool_size: Option<usize>,
     pub(crate) application_name: Option<String>,
+    pub(crate) held_back_warning: Option<Duration>,
 }
 
 /// The PostgreSQL backend. Cloning shares the pool and the LISTEN task.
@@ -57,12 +63,16 @@ struct Inner {
     writers: Writers,
     background: tokio::task::JoinHandle<()>,
     nudger: tokio::task::JoinHandle<()>,
+    /// What the held-back check last found, and its task.
+    held_back: Arc<HeldBack>,
+    held_back_watch: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
         self.background.abort();
         self.nudger.abort();
+        self.held_back_watch.abort();
     }
 }
 
@@ -138,6 +148,10 @@ impl PgStore {
         let writers = Writers::start(shared);
         let nudger = tokio::spawn(nudge_wal_writer(config.clone(), tls.clone(), batches_rx));
         let background = tokio::spawn(listen_and_notify(config, tls, wake.clone(), appended_rx));
+        let held_back = Arc::new(HeldBack::default());
+        let warning = opts.held_back_warning.unwrap_or(DEFAULT_HELD_BACK_WARNING);
+        let held_back_watch =
+            tokio::spawn(held_back::watch(pool.clone(), held_back.clone(), warning));
         Ok(PgStore {
             inner: Arc::new(Inner {
                 pool,
@@ -145,6 +159,8 @@ impl PgStore {
                 writers,
                 background,
                 nudger,
+                held_back,
+                held_back_watch,
             }),
         })
     }
@@ -194,6 +210,11 @@ impl PgStore {
     /// The line below which `$all` is final now.
     pub(crate) async fn head(&self) -> Result<u64> {
         read::head(&self.inner.pool).await
+    }
+
+    /// The `pid` of the transaction holding `$all` back past the warning age, and its age.
+    pub(crate) fn held_back(&self) -> Option<(u32, Duration)> {
+        self.inner.held_back.get()
     }
 
     pub(crate) fn wake(&self) -> watch::Receiver<u64> {

@@ -92,6 +92,7 @@ async fn upgrade_from(url: &str, schema: &str, old: usize) -> Result<()> {
             schema: Some(schema.to_owned()),
             pool_size: Some(8),
             application_name: None,
+            held_back_warning: None,
         },
     )
     .await?;
@@ -297,6 +298,7 @@ async fn upgrade_from_4(url: &str, schema: &str) -> Result<()> {
             schema: Some(schema.to_owned()),
             pool_size: Some(4),
             application_name: None,
+            held_back_warning: None,
         },
     )
     .await?;
