@@ -38,7 +38,8 @@ pub(crate) struct OffloadArgs {
     #[arg(long, default_value_t = galleon_site::work::DEFAULT_MAX_HASH_COST, value_name = "N")]
     max_hash_cost: u32,
     /// Most /seal requests, and most /hash requests, in flight at once; more are answered 503
-    /// with retry-after (0: twice the pool's threads).
+    /// with retry-after (0: 64 per pool thread, at most a quarter of --offload-queue). Requests
+    /// within it wait for their turn, as an idle connection each.
     #[arg(long, default_value_t = galleon_site::offload::DEFAULT_HEAVY_REQUESTS, value_name = "N")]
     max_heavy_requests: usize,
     /// Most pool threads the /seal jobs, and the /hash jobs, hold at once, so page renders and

@@ -47,8 +47,17 @@ pub const DEFAULT_NICE: i32 = 10;
 /// machines galleon has to itself.
 pub const DEFAULT_PRIORITY: Priority = Priority::Normal;
 
-/// Default `--max-heavy-requests`: 0, twice the pool's threads.
+/// Default `--max-heavy-requests`: 0, [`HEAVY_REQUESTS_PER_THREAD`] per pool thread, at most a
+/// quarter of `--offload-queue` (so `/seal` and `/hash` together leave half the queue to the rest).
 pub const DEFAULT_HEAVY_REQUESTS: usize = 0;
+
+/// The default bound's requests per pool thread. Requests past the thread cap wait in their
+/// kind's lane, costing an idle connection each; refused ones come straight back, and clients
+/// that loop on a 503 cost the server more CPU than ones that wait (64 clients looping
+/// `/hash` against a bound of 4 took page renders to 2.4-4.5x their p50; admitted, to ~1x:
+/// bench/results/heavy-flood.txt). Far below the pool's default queue of 1,024, so the heavy
+/// kinds cannot fill it.
+pub const HEAVY_REQUESTS_PER_THREAD: usize = 64;
 
 /// Default `--heavy-threads`: 0, one fewer than the pool's threads (at least one).
 pub const DEFAULT_HEAVY_THREADS: usize = 0;
@@ -78,8 +87,8 @@ pub struct OffloadConfig {
     pub max_seal_bytes: usize,
     /// Most Argon2id passes one /hash request runs.
     pub max_hash_cost: u32,
-    /// Most /seal requests, and most /hash requests, in flight at once (0: twice the pool's
-    /// threads); more are answered 503 with `retry-after`.
+    /// Most /seal requests, and most /hash requests, in flight at once (0: 64 per pool thread,
+    /// at most a quarter of `queue`); more are answered 503 with `retry-after`.
     pub heavy_requests: usize,
     /// Most pool threads the /seal jobs, and the /hash jobs, hold at once (0: one fewer than the
     /// pool's threads, at least one).
@@ -135,7 +144,7 @@ pub fn pool(args: &OffloadConfig, bulk_writers: usize) -> anyhow::Result<(Pool, 
     );
     anyhow::ensure!(
         args.heavy_requests <= MAX_HEAVY_REQUESTS,
-        "--max-heavy-requests {}: expected 0 (twice the pool's threads) to {MAX_HEAVY_REQUESTS}",
+        "--max-heavy-requests {}: expected 0 (64 per pool thread) to {MAX_HEAVY_REQUESTS}",
         args.heavy_requests
     );
     let pool = Pool::new(Config {
@@ -173,7 +182,9 @@ pub fn pool(args: &OffloadConfig, bulk_writers: usize) -> anyhow::Result<(Pool, 
         max_seal_bytes: args.max_seal_bytes,
         max_hash_cost: args.max_hash_cost,
         max_in_flight: match args.heavy_requests {
-            0 => 2 * threads,
+            0 => (HEAVY_REQUESTS_PER_THREAD * threads)
+                .min(args.queue / 4)
+                .max(1),
             n => n,
         },
     };
@@ -411,7 +422,13 @@ mod tests {
         let (pool, limits) = super::pool(&config(3, 0), 1).unwrap();
         assert_eq!(pool.kind(HASH_KIND).max_threads(), 2);
         assert_eq!(pool.kind(SEAL_KIND).max_threads(), 2);
-        assert_eq!(limits.max_in_flight, 6);
+        assert_eq!(limits.max_in_flight, 192, "64 per thread");
+        let small_queue = OffloadConfig {
+            queue: 40,
+            ..config(3, 0)
+        };
+        let (_, limits) = super::pool(&small_queue, 1).unwrap();
+        assert_eq!(limits.max_in_flight, 10, "a quarter of the queue");
         let (pool, _) = super::pool(&config(1, 0), 1).unwrap();
         assert_eq!(pool.kind(HASH_KIND).max_threads(), 1);
         let (pool, _) = super::pool(&config(2, 2), 1).unwrap();
