@@ -64,6 +64,11 @@ pub(crate) struct Args {
     /// caused it).
     #[arg(long, default_value_t = galleon_template::DEFAULT_MAX_STEPS, value_name = "N")]
     max_template_steps: u64,
+    /// Bytes of values (strings, lists, maps) a render may build (per chunk of a streamed page),
+    /// counted as they are built and before a large one is allocated; past it the render fails
+    /// (500, or 400 when the query's values caused it).
+    #[arg(long, default_value_t = galleon_template::DEFAULT_MAX_MEMORY, value_name = "BYTES")]
+    max_template_memory: usize,
     /// Deepest nesting of partials (a template that renders a template ...).
     #[arg(long, default_value_t = galleon_template::DEFAULT_MAX_DEPTH, value_name = "N")]
     max_partial_depth: usize,
@@ -339,6 +344,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         value_copy_below: args.value_copy_below,
         limits: galleon_template::Limits {
             max_steps: args.max_template_steps,
+            max_memory: args.max_template_memory,
             max_depth: args.max_partial_depth,
             ..galleon_template::Limits::default()
         },

@@ -45,8 +45,8 @@ use crate::templates::{CopyBelow, Templates, is_page_name};
 pub use galleon_template::DEFAULT_FULL_BODY_MAX;
 
 /// How the site renders: the bounds `galleon serve` takes as flags (`--chunk-bytes`,
-/// `--full-body-max`, `--value-copy-below`, `--max-template-steps`, `--max-partial-depth`,
-/// `--watch`); `Default` is the flags' defaults.
+/// `--full-body-max`, `--value-copy-below`, `--max-template-steps`, `--max-template-memory`,
+/// `--max-partial-depth`, `--watch`); `Default` is the flags' defaults.
 #[derive(Debug, Clone)]
 pub struct PagesConfig {
     /// Bytes rendered per chunk of a streamed page (1 to 64 MiB).
@@ -55,7 +55,7 @@ pub struct PagesConfig {
     pub full_body_max: usize,
     /// Values' strings shorter than this are copied at render time, longer ones referenced.
     pub value_copy_below: usize,
-    /// The template engine's step and nesting limits.
+    /// The template engine's step, memory and nesting limits.
     pub limits: Limits,
     /// Recompile changed templates (polled), and show a compile error on the pages.
     pub watch: bool,
@@ -96,6 +96,10 @@ impl PagesConfig {
         anyhow::ensure!(
             self.limits.max_steps >= 1,
             "--max-template-steps 0: a render needs at least one step"
+        );
+        anyhow::ensure!(
+            self.limits.max_memory >= 1,
+            "--max-template-memory 0: a render needs some memory for its values"
         );
         anyhow::ensure!(
             (1..=galleon_template::DEFAULT_MAX_DEPTH).contains(&self.limits.max_depth),

@@ -20,8 +20,8 @@ use crate::error::{Error, ErrorKind, Location};
 use crate::function::{Function, IntoFunction};
 use crate::program::{Catalog, Config, Names, Program};
 pub use crate::program::{
-    DEFAULT_COPY_BELOW, DEFAULT_MAX_DEPTH, DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STEPS,
-    DEFAULT_VALUE_COPY_BELOW, Limits,
+    DEFAULT_COPY_BELOW, DEFAULT_MAX_DEPTH, DEFAULT_MAX_MEMORY, DEFAULT_MAX_OUTPUT,
+    DEFAULT_MAX_STEPS, DEFAULT_VALUE_COPY_BELOW, Limits,
 };
 use crate::value::{Assigns, Value};
 use crate::vm::{Programs, Slot, Vm, render_straight};
@@ -534,6 +534,7 @@ impl Engine {
             rest: Box::new(RenderStream {
                 vm: Some(vm),
                 max_steps: self.config.limits.max_steps,
+                max_memory: self.config.limits.max_memory as u64,
                 chunk_bytes: chunk_bytes.max(1),
                 hint: (0, 0),
             }),
@@ -559,6 +560,7 @@ impl Engine {
         Ok(RenderStream {
             vm: Some(vm),
             max_steps: self.config.limits.max_steps,
+            max_memory: self.config.limits.max_memory as u64,
             chunk_bytes: chunk_bytes.max(1),
             hint: (0, 0),
         })
@@ -715,6 +717,8 @@ pub enum Rendered {
 pub struct RenderStream {
     vm: Option<Vm<'static>>,
     max_steps: u64,
+    /// `Limits::max_memory`, refilled for each chunk as the steps are.
+    max_memory: u64,
     chunk_bytes: usize,
     /// Segments and scratch bytes of the last chunk, to size the next one.
     hint: (usize, usize),
@@ -726,6 +730,7 @@ impl Iterator for RenderStream {
     fn next(&mut self) -> Option<Result<IoList, Error>> {
         let vm = self.vm.as_mut()?;
         vm.steps = self.max_steps;
+        vm.memory = self.max_memory;
         let mut out = IoList::with_capacity(self.hint.0, self.hint.1);
         match vm.run(&mut out, self.chunk_bytes) {
             Ok(false) => {

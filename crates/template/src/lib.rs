@@ -19,8 +19,16 @@
 //!   and chains such as `a + b + c` or `x |> f |> g` alike) and strings nested in `#{...}` at most
 //!   64 levels each, past which the template is a located syntax error; so compiling a
 //!   template, and rendering's walk over it, fit a small thread stack (`tests/depth.rs`: 256 KiB
-//!   in an optimized build). Values built while rendering are not bounded that way yet: an
-//!   `Enum.reduce` wrapping its accumulator in a list at every step nests as deep as it iterates.
+//!   in an optimized build). Values built while rendering are bounded too: an `Enum.reduce`
+//!   (the one construct that feeds a value back into itself as often as the data says) whose
+//!   accumulator nests deeper than [`MAX_VALUE_DEPTH`] (1,000) fails with a located limit
+//!   error, so no render overflows a 2 MiB thread dropping, comparing or printing a value.
+//! - Memory: each render may build [`Limits::max_memory`] bytes of values ([`DEFAULT_MAX_MEMORY`]
+//!   = 64 MiB; strings, lists, tuples, maps, ranges made lists), charged where they are built
+//!   and before the allocation when its size is known (`String.duplicate(s, n)`, `a <> b`,
+//!   `1..n` as a list), so a count from a query cannot allocate gigabytes; past it the render
+//!   fails with [`ErrorKind::Limit`], as for steps. Functions registered from Rust are charged
+//!   their result after they return.
 //!
 //! ```
 //! use galleon_template::{Assigns, Engine};
@@ -182,6 +190,7 @@
 // Public through `syntax` (for the derive), documented by variant, not by field.
 #[allow(missing_docs)]
 mod ast;
+mod budget;
 mod builtins;
 mod compile;
 pub mod compiled;
@@ -209,10 +218,11 @@ pub mod syntax {
     pub use crate::span::{Span, SyntaxError};
 }
 
+pub use budget::MAX_VALUE_DEPTH;
 pub use engine::{
-    DEFAULT_COPY_BELOW, DEFAULT_FULL_BODY_MAX, DEFAULT_MAX_DEPTH, DEFAULT_MAX_OUTPUT,
-    DEFAULT_MAX_STEPS, DEFAULT_VALUE_COPY_BELOW, Engine, EngineBuilder, Limits, RenderStream,
-    Rendered, TemplateId, TemplateRef,
+    DEFAULT_COPY_BELOW, DEFAULT_FULL_BODY_MAX, DEFAULT_MAX_DEPTH, DEFAULT_MAX_MEMORY,
+    DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STEPS, DEFAULT_VALUE_COPY_BELOW, Engine, EngineBuilder, Limits,
+    RenderStream, Rendered, TemplateId, TemplateRef,
 };
 pub use error::{Error, ErrorKind, Location};
 pub use function::{FromValue, IntoFunction, IntoResult};

@@ -31,6 +31,8 @@ pub(crate) fn to_text(v: &Value, out: &mut Vec<u8>) -> Result<(), String> {
         Value::Float(x) => write_float(*x, out),
         Value::Str(s) | Value::Atom(s) => out.extend_from_slice(s.bytes()),
         Value::List(items) => {
+            // Charged as it grows, for the same reason as `List.flatten`: nested lists may share.
+            crate::budget::charge_str(items.len() + 1)?;
             for item in items.iter() {
                 match item {
                     Value::Int(c) => match u32::try_from(*c).ok().and_then(char::from_u32) {

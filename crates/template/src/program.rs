@@ -333,6 +333,14 @@ pub(crate) enum CodeKind {
 /// about 20 thousand), far below "forever".
 pub const DEFAULT_MAX_STEPS: u64 = 100_000_000;
 
+/// Default [`Limits::max_memory`]: 64 MiB of values built per render. Ordinary pages build a
+/// few kilobytes of values (strings joined, lists filtered, maps grouped) and far under a
+/// megabyte even for the 100x100 big table's kind of data; 64 MiB is the size the old cap on
+/// one `String.duplicate` already allowed, and a server rendering on, say, 8 threads at once
+/// then holds at most half a gigabyte of template values, where one unbounded render reached
+/// 3.5 GB. Output is bounded apart ([`Limits::max_output`], streaming).
+pub const DEFAULT_MAX_MEMORY: usize = 64 << 20;
+
 /// Default [`Limits::max_output`]: 1 GiB. A page bigger than that should be streamed
 /// (`Engine::stream` has no output limit; its memory is bounded by the chunk size).
 pub const DEFAULT_MAX_OUTPUT: usize = 1 << 30;
@@ -367,6 +375,13 @@ pub struct Limits {
     pub max_output: usize,
     /// Deepest nesting of partials.
     pub max_depth: usize,
+    /// Most bytes of values (strings, lists, tuples, maps, ranges made lists) a render may
+    /// build, counted as they are built, before the allocation when its size is known (a
+    /// `String.duplicate` of 1 GB fails without allocating it), never credited back when they
+    /// are freed; refilled for each chunk of `Engine::stream`, as steps are. Approximate: a list
+    /// costs its length times the size of a `Value`, a map entry about 80 bytes. Output is not
+    /// counted here (`max_output`).
+    pub max_memory: usize,
 }
 
 impl Default for Limits {
@@ -375,6 +390,7 @@ impl Default for Limits {
             max_steps: DEFAULT_MAX_STEPS,
             max_output: DEFAULT_MAX_OUTPUT,
             max_depth: DEFAULT_MAX_DEPTH,
+            max_memory: DEFAULT_MAX_MEMORY,
         }
     }
 }

@@ -119,6 +119,7 @@ const FUZZ_LIMITS: Limits = Limits {
     max_steps: 20_000,
     max_output: 1 << 16,
     max_depth: 8,
+    max_memory: 1 << 20,
 };
 
 fn check(source: &str) {

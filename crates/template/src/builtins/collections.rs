@@ -5,6 +5,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::{Builtin, Failure, expected};
+use crate::budget;
 use crate::ops::to_string;
 use crate::value::{Str, Value};
 
@@ -142,6 +143,7 @@ pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Fa
                 Value::Str(s) => s.as_str().to_owned(),
                 other => return Err(expected("a string separator", other)),
             };
+            budget::charge_str(sep.len().saturating_mul(items.len()))?;
             let mut out = String::new();
             for (i, v) in items.iter().enumerate() {
                 if i > 0 {
@@ -303,16 +305,22 @@ pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Fa
         B::ListFirst => Ok(items.first().cloned().unwrap_or_default()),
         B::ListLast => Ok(items.last().cloned().unwrap_or_default()),
         B::ListFlatten => {
-            fn flat(items: &[Value], out: &mut Vec<Value>) {
+            // Charged as it grows: a list sharing its sublists (`[acc, acc]` in a reduce)
+            // flattens to exponentially many elements.
+            fn flat(items: &[Value], out: &mut Vec<Value>) -> Result<(), Failure> {
                 for v in items {
                     match v {
-                        Value::List(l) => flat(l, out),
-                        other => out.push(other.clone()),
+                        Value::List(l) => flat(l, out)?,
+                        other => {
+                            budget::charge_str(budget::ELEMENT_BYTES)?;
+                            out.push(other.clone());
+                        }
                     }
                 }
+                Ok(())
             }
             let mut out = Vec::new();
-            flat(&items, &mut out);
+            flat(&items, &mut out)?;
             list(out)
         }
         _ => Err(format!("{b:?} is not a collection function")),

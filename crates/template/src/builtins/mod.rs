@@ -262,6 +262,38 @@ impl Builtin {
             .map_or("?", |(n, _, _)| n)
     }
 
+    /// Whether the result is a part of the arguments (an element, a map's value, the
+    /// accumulator), never a value built: not charged to the memory budget again.
+    pub(crate) fn selects(self) -> bool {
+        use Builtin as B;
+        matches!(
+            self,
+            B::Hd
+                | B::Elem
+                | B::Max
+                | B::Min
+                | B::EnumAt
+                | B::EnumMin
+                | B::EnumMax
+                | B::MapGet
+                | B::ListFirst
+                | B::ListLast
+                | B::EnumFind
+                | B::EnumMinBy
+                | B::EnumMaxBy
+                | B::EnumReduce
+        )
+    }
+
+    /// Whether the built-in charges its whole result to the memory budget before building it.
+    pub(crate) fn charges_itself(self) -> bool {
+        use Builtin as B;
+        matches!(
+            self,
+            B::StringDuplicate | B::StringPadLeading | B::StringPadTrailing | B::StringReplace
+        )
+    }
+
     /// Where this built-in, called with `arity` arguments, takes a function; `None` for the
     /// built-ins that take values only.
     pub(crate) fn function_arg(self, arity: usize) -> Option<FunctionArg> {

@@ -3,6 +3,7 @@
 //! built of several code points).
 
 use super::{Builtin, Failure, expected};
+use crate::budget;
 use crate::value::Value;
 
 /// True for the built-ins this module runs.
@@ -108,6 +109,7 @@ pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Fa
             if from.is_empty() {
                 return Err("an empty pattern to replace".to_owned());
             }
+            budget::charge_str(s.len() + s.matches(from).count().saturating_mul(to.len()))?;
             string_of(s.replace(from, to))
         }
         B::StringContains => Ok(Value::Bool(s.contains(string(&x)?))),
@@ -115,9 +117,8 @@ pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Fa
         B::StringEndsWith => Ok(Value::Bool(s.ends_with(string(&x)?))),
         B::StringDuplicate => {
             let n = usize::try_from(int(&x)?).map_err(|_| "a negative count".to_owned())?;
-            if s.len().saturating_mul(n) > 1 << 26 {
-                return Err("the result would be over 64 MiB".to_owned());
-            }
+            // Charged before it is built: a count from the query cannot allocate gigabytes.
+            budget::charge_str(s.len().saturating_mul(n))?;
             string_of(s.repeat(n))
         }
         B::StringPadLeading | B::StringPadTrailing => {
@@ -131,6 +132,8 @@ pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Fa
             }
             let len = chars().count();
             let missing = width.saturating_sub(len).min(1 << 20);
+            let widest = pad.chars().map(char::len_utf8).max().unwrap_or(1);
+            budget::charge_str(s.len() + missing * widest)?;
             let filler: String = pad.chars().cycle().take(missing).collect();
             string_of(if b == B::StringPadLeading {
                 filler + s

@@ -9,6 +9,7 @@ use galleon_iolist::IoList;
 use super::frame::{Frame, Loop, lookup};
 use super::out::{Out, emit};
 use crate::ast::{BinOp, Span, UnOp};
+use crate::budget::{self, ELEMENT_BYTES, MAP_ENTRY_BYTES, shallow_size};
 use crate::builtins::{self, collections};
 use crate::error::{Error, ErrorKind};
 use crate::ops::{describe, equal, to_text};
@@ -92,6 +93,34 @@ impl<'a> Eval<'a> {
         }
     }
 
+    /// Charges `bytes` of values about to be built (or just built from charged inputs) to the
+    /// memory budget: the memory-limit error when they do not fit.
+    pub(super) fn alloc(&mut self, span: Span, bytes: usize) -> Result<(), Error> {
+        budget::charge(bytes).map_err(|_| self.memory_limit(span))
+    }
+
+    /// The memory-limit error at `span`.
+    pub(super) fn memory_limit(&self, span: Span) -> Error {
+        self.err(ErrorKind::Limit, span, memory_limit_message(self.config))
+    }
+
+    /// A built-in function's failure: the memory-limit error if it ran out of memory budget,
+    /// else a type error with its message.
+    pub(super) fn failed(&self, span: Span, m: String) -> Error {
+        if budget::take_exceeded() {
+            self.memory_limit(span)
+        } else {
+            self.err(ErrorKind::TypeMismatch, span, m)
+        }
+    }
+
+    /// Charges a function's result to the memory budget (its outer layer: what the function
+    /// built around elements charged when they were built, or shared), then to the steps.
+    fn charge_built(&mut self, v: &Value, span: Span) -> Result<(), Error> {
+        self.alloc(span, shallow_size(v))?;
+        self.charge(v, span)
+    }
+
     /// Charges a function's result: a step per 64 bytes of string or per list element built.
     fn charge(&mut self, v: &Value, span: Span) -> Result<(), Error> {
         let n = match v {
@@ -127,6 +156,7 @@ impl<'a> Eval<'a> {
                     let items = collections::elements(&m)
                         .map_err(|e| self.err(ErrorKind::TypeMismatch, c.span, e))?;
                     self.tick(c.span, items.len() as u64)?;
+                    self.alloc(c.span, items.len().saturating_mul(3 * ELEMENT_BYTES))?;
                     Ok(Loop::Items { items, next: 0 })
                 }
                 other => Err(self.err(
@@ -298,6 +328,7 @@ impl<'a> Eval<'a> {
             }
             CodeKind::Binary(op, a, b) => self.binary(*op, a, b, c.span)?,
             CodeKind::List(items) => {
+                self.alloc(c.span, items.len() * ELEMENT_BYTES)?;
                 let mut out = Vec::with_capacity(items.len());
                 for i in items {
                     out.push(self.eval(i)?.into_owned());
@@ -305,6 +336,7 @@ impl<'a> Eval<'a> {
                 Cow::Owned(Value::List(out.into()))
             }
             CodeKind::Tuple(items) => {
+                self.alloc(c.span, items.len() * ELEMENT_BYTES)?;
                 let mut out = Vec::with_capacity(items.len());
                 for i in items {
                     out.push(self.eval(i)?.into_owned());
@@ -312,6 +344,7 @@ impl<'a> Eval<'a> {
                 Cow::Owned(Value::Tuple(out.into()))
             }
             CodeKind::Map(entries) => {
+                self.alloc(c.span, entries.len() * MAP_ENTRY_BYTES)?;
                 let mut m = Map::new();
                 for (k, v) in entries {
                     let key = match &*self.eval(k)? {
@@ -335,9 +368,9 @@ impl<'a> Eval<'a> {
                 let mut out = Vec::new();
                 for p in parts {
                     let v = self.eval(p)?;
-                    to_text(&v, &mut out)
-                        .map_err(|m| self.err(ErrorKind::TypeMismatch, p.span, m))?;
+                    to_text(&v, &mut out).map_err(|m| self.failed(p.span, m))?;
                 }
+                self.alloc(c.span, out.len())?;
                 self.tick(c.span, (out.len() / BYTES_PER_STEP) as u64)?;
                 let s = String::from_utf8(out).map_err(|_| {
                     self.err(
@@ -364,6 +397,8 @@ impl<'a> Eval<'a> {
                 // Elixir's `first..last` counts down when first > last.
                 let n = (i128::from(last) - i128::from(first)).unsigned_abs() + 1;
                 self.tick(c.span, u64::try_from(n).unwrap_or(u64::MAX))?;
+                let bytes = n.saturating_mul(ELEMENT_BYTES as u128);
+                self.alloc(c.span, usize::try_from(bytes).unwrap_or(usize::MAX))?;
                 let items: Vec<Value> = if first <= last {
                     (first..=last).map(Value::Int).collect()
                 } else {
@@ -383,7 +418,11 @@ impl<'a> Eval<'a> {
             }
             CodeKind::HigherOrder(b, args) => {
                 let v = self.higher_order(*b, args, c.span)?;
-                self.charge(&v, c.span)?;
+                if b.selects() {
+                    self.charge(&v, c.span)?;
+                } else {
+                    self.charge_built(&v, c.span)?;
+                }
                 Cow::Owned(v)
             }
             CodeKind::For(f) => {
@@ -410,9 +449,16 @@ impl<'a> Eval<'a> {
                 for a in args {
                     values.push(self.eval(a)?.into_owned());
                 }
-                let v = builtins::call(*b, values)
-                    .map_err(|m| self.err(ErrorKind::TypeMismatch, c.span, m))?;
-                self.charge(&v, c.span)?;
+                // A result that is its first argument (`to_string` of a string) or a part of
+                // its arguments (`hd`, `Map.get`) was not built, and one charged before it was
+                // built (`String.duplicate`) is not charged again.
+                let first = values.first().and_then(identity);
+                let v = builtins::call(*b, values).map_err(|m| self.failed(c.span, m))?;
+                if b.selects() || b.charges_itself() || (first.is_some() && identity(&v) == first) {
+                    self.charge(&v, c.span)?;
+                } else {
+                    self.charge_built(&v, c.span)?;
+                }
                 Cow::Owned(v)
             }
             CodeKind::Native(i, args) => {
@@ -428,7 +474,7 @@ impl<'a> Eval<'a> {
                         format!("{}/{}: {m}", f.name, f.arity),
                     )
                 })?;
-                self.charge(&v, c.span)?;
+                self.charge_built(&v, c.span)?;
                 Cow::Owned(v)
             }
             CodeKind::Raw(inner) => {
@@ -459,6 +505,7 @@ impl<'a> Eval<'a> {
                 o.finish();
                 drop(o);
                 r.map_err(|m| self.err(ErrorKind::TypeMismatch, c.span, m))?;
+                self.alloc(c.span, html.len())?;
                 Cow::Owned(Value::safe(html))
             }
             CodeKind::Partial { partial, args } => {
@@ -471,6 +518,8 @@ impl<'a> Eval<'a> {
                 });
                 let mut html = IoList::new();
                 let max = self.config.limits.max_output;
+                // The partial's output is a value: it pauses at the memory left too.
+                let room = usize::try_from(budget::left()).unwrap_or(usize::MAX);
                 let done = (self.partial)(
                     self.catalog,
                     self.config,
@@ -478,9 +527,12 @@ impl<'a> Eval<'a> {
                     self.steps,
                     self.depth,
                     &mut html,
-                    max.saturating_add(1),
+                    max.min(room).saturating_add(1),
                 );
                 if !done? {
+                    if room < max {
+                        return Err(self.memory_limit(c.span));
+                    }
                     return Err(self.err(
                         ErrorKind::Limit,
                         c.span,
@@ -551,6 +603,7 @@ impl<'a> Eval<'a> {
             BinOp::ListConcat => match (&*x, &*y) {
                 (Value::List(p), Value::List(q)) => {
                     self.tick(span, (p.len() + q.len()) as u64)?;
+                    self.alloc(span, (p.len() + q.len()).saturating_mul(ELEMENT_BYTES))?;
                     Value::List(p.iter().chain(q.iter()).cloned().collect())
                 }
                 _ => return Err(mismatch(self)),
@@ -578,6 +631,7 @@ impl<'a> Eval<'a> {
             BinOp::Concat => match (&*x, &*y) {
                 (Value::Str(p), Value::Str(q)) => {
                     self.tick(span, ((p.len() + q.len()) / BYTES_PER_STEP) as u64)?;
+                    self.alloc(span, p.len() + q.len())?;
                     let mut s = String::with_capacity(p.len() + q.len());
                     s.push_str(p.as_str());
                     s.push_str(q.as_str());
@@ -635,6 +689,28 @@ fn number(v: &Value) -> Option<f64> {
 /// The error of a render that ran out of steps at `span` of `prog`.
 pub(super) fn step_limit(prog: &Program, span: Span, config: &Config) -> Error {
     prog.error(ErrorKind::Limit, span, step_limit_message(config))
+}
+
+/// What a render that built more than its memory budget of values is told: the limit, and where
+/// to raise it (the library's field, `galleon serve`'s flag).
+fn memory_limit_message(config: &Config) -> String {
+    format!(
+        "template exceeded its memory limit ({} bytes of values built; Limits::max_memory, \
+         galleon serve --max-template-memory)",
+        config.limits.max_memory
+    )
+}
+
+/// The identity of a value's heap part, to tell a function's result that is one of its
+/// arguments from one it built.
+fn identity(v: &Value) -> Option<(usize, usize)> {
+    match v {
+        Value::Str(s) | Value::Atom(s) => Some((s.bytes().as_ptr() as usize, s.len())),
+        Value::List(l) | Value::Tuple(l) => Some((l.as_ptr() as usize, l.len())),
+        Value::Map(m) => Some((Arc::as_ptr(m) as usize, m.len())),
+        Value::Safe(h) => Some((Arc::as_ptr(h) as usize, 0)),
+        _ => None,
+    }
 }
 
 fn step_limit_message(config: &Config) -> String {

@@ -9,6 +9,7 @@ use std::cmp::Ordering;
 use super::eval::Eval;
 use super::pattern::matches;
 use crate::ast::Span;
+use crate::budget::{Depth, ELEMENT_BYTES, MAX_VALUE_DEPTH};
 use crate::builtins::{Builtin, collections};
 use crate::error::{Error, ErrorKind};
 use crate::ops::{describe, to_string};
@@ -36,7 +37,7 @@ impl<'a> Eval<'a> {
                 _ => values.push(self.eval(a)?.into_owned()),
             }
         }
-        let fail = |this: &Self, m: String| this.err(ErrorKind::TypeMismatch, span, m);
+        let fail = |this: &Self, m: String| this.failed(span, m);
         let items = collections::elements(&values[0]).map_err(|m| fail(self, m))?;
         let Some(f) = f else {
             // `Enum.sort(xs, :asc | :desc)`.
@@ -50,6 +51,7 @@ impl<'a> Eval<'a> {
         };
         Ok(match b {
             B::EnumMap => {
+                self.alloc(span, items.len().saturating_mul(ELEMENT_BYTES))?;
                 let mut out = Vec::with_capacity(items.len());
                 for x in items.iter() {
                     out.push(self.apply(f, &[x])?);
@@ -98,7 +100,12 @@ impl<'a> Eval<'a> {
                 let mut out = Vec::new();
                 for x in items.iter() {
                     match self.apply(f, &[x])? {
-                        Value::List(l) => out.extend(l.iter().cloned()),
+                        Value::List(l) => {
+                            // The same list returned each time is shared, not built: charged
+                            // here, where it is copied.
+                            self.alloc(span, l.len().saturating_mul(ELEMENT_BYTES))?;
+                            out.extend(l.iter().cloned());
+                        }
                         other => {
                             return Err(fail(
                                 self,
@@ -142,9 +149,22 @@ impl<'a> Eval<'a> {
                 )
             }
             B::EnumReduce => {
+                // The one construct that nests a value as deep as the data says (`[acc]` at
+                // every step): measured after each call, the previous accumulator still alive.
                 let mut acc = values.pop().unwrap_or_default();
+                let mut depth = Depth::default();
                 for x in items.iter() {
-                    acc = self.apply(f, &[x, &acc])?;
+                    let next = self.apply(f, &[x, &acc])?;
+                    if depth.exceeds(&next, MAX_VALUE_DEPTH) {
+                        return Err(self.err(
+                            ErrorKind::Limit,
+                            span,
+                            format!(
+                                "Enum.reduce built a value nested more than {MAX_VALUE_DEPTH} deep"
+                            ),
+                        ));
+                    }
+                    acc = next;
                 }
                 acc
             }
@@ -153,6 +173,7 @@ impl<'a> Eval<'a> {
                     None => String::new(),
                     Some(j) => to_string(j).map_err(|m| fail(self, m))?,
                 };
+                self.alloc(span, joiner.len().saturating_mul(items.len()))?;
                 let mut out = String::new();
                 for (i, x) in items.iter().enumerate() {
                     if i > 0 {
@@ -164,6 +185,7 @@ impl<'a> Eval<'a> {
                 Value::from(out)
             }
             B::EnumSortBy | B::EnumMinBy | B::EnumMaxBy | B::EnumUniqBy => {
+                self.alloc(span, items.len().saturating_mul(4 * ELEMENT_BYTES))?;
                 let mut keyed = Vec::with_capacity(items.len());
                 for x in items.iter() {
                     keyed.push(Value::Tuple(vec![self.apply(f, &[x])?, x.clone()].into()));
@@ -259,6 +281,7 @@ impl<'a> Eval<'a> {
         out: &mut Vec<Value>,
     ) -> Result<(), Error> {
         let Some((first, rest)) = qualifiers.split_first() else {
+            self.alloc(body.span, ELEMENT_BYTES)?;
             out.push(self.eval(body)?.into_owned());
             return Ok(());
         };

@@ -17,6 +17,7 @@ use galleon_iolist::IoList;
 use smallvec::{SmallVec, smallvec};
 
 use crate::ast::Span;
+use crate::budget;
 use crate::error::{Error, ErrorKind};
 use crate::ops::describe;
 use crate::program::{Catalog, Code, CodeKind, Config, Generator, Instr, Op, Program, Repeat};
@@ -62,6 +63,9 @@ pub(crate) struct Vm<'c> {
     frames: SmallVec<[Frame; 1]>,
     /// Steps left before the render fails with a limit error.
     pub(crate) steps: u64,
+    /// Bytes of values left to build before the render fails with a limit error (counted in
+    /// `budget`'s thread-local while [`Vm::run`] runs).
+    pub(crate) memory: u64,
     /// Partial nesting outside this VM (for renders started inside an expression).
     depth_base: usize,
     /// The small-copy buffer, kept between chunks for its capacity.
@@ -80,6 +84,7 @@ impl<'c> Vm<'c> {
     ) -> Vm<'c> {
         let mut vm = Vm {
             steps: config.limits.max_steps,
+            memory: config.limits.max_memory as u64,
             catalog,
             config,
             frames: smallvec![Frame::empty(index)],
@@ -143,6 +148,7 @@ impl<'c> Vm<'c> {
     ) -> Result<Option<R>, Error> {
         let mut vm = Vm {
             steps: config.limits.max_steps,
+            memory: config.limits.max_memory as u64,
             catalog: Programs::Borrowed(catalog),
             config,
             frames: smallvec![Frame::empty(index)],
@@ -169,6 +175,7 @@ impl<'c> Vm<'c> {
             config: self.config,
             frames: self.frames,
             steps: self.steps,
+            memory: self.memory,
             depth_base: self.depth_base,
             buf: self.buf,
             first_buf: self.first_buf,
@@ -210,7 +217,10 @@ impl<'c> Vm<'c> {
         for frame in &self.frames {
             o.pin_later(&catalog.programs[frame.prog].text);
         }
+        let scope = budget::Scope::enter(self.memory);
         let result = self.run_in(catalog, &mut o, pause_at);
+        self.memory = scope.left();
+        drop(scope);
         o.finish();
         drop(o);
         self.buf = buf;
@@ -584,11 +594,13 @@ fn render_partial(
         config: *config,
         frames: smallvec![frame],
         steps: *steps,
+        memory: budget::left(),
         depth_base: depth,
         buf: Vec::new(),
         first_buf: 64,
     };
     let done = vm.run(out, pause_at);
     *steps = vm.steps;
+    budget::set_left(vm.memory);
     done
 }
