@@ -205,6 +205,7 @@ impl Drop for LeaveOnDrop {
                 std::mem::take(&mut self.member),
             );
             rt.spawn(async move {
+                store.note_group_heartbeat();
                 if let Err(e) = store.backend().group_heartbeat(&name, &member, true).await {
                     tracing::warn!(error = %e, %name, %member, "leaving a consumer group failed; its partitions move after the member timeout");
                 }
@@ -290,6 +291,7 @@ impl MemberStream {
             name,
             member,
         } = &self.leave;
+        store.note_group_heartbeat();
         let held = store
             .backend()
             .group_heartbeat(name, member, false)

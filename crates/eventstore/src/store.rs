@@ -82,7 +82,7 @@ pub struct Store {
     backend: Backend,
     /// The one `$all` reader of this handle (and its clones) and its live subscribers.
     hub: Arc<Hub>,
-    /// Appends and conflicts, for [`Store::stats`].
+    /// Appends, conflicts and group heartbeats, for [`Store::stats`].
     counters: Arc<AppendCounters>,
     /// [`OpenOptions::max_subscriptions`].
     pub(crate) max_subscriptions: usize,
@@ -331,7 +331,13 @@ impl Store {
             live_subscribers: self.hub.stats().live_subscribers,
             all_watermark,
             all_lag_micros,
+            group_heartbeats: self.counters.group_heartbeats(),
         }
+    }
+
+    /// Counts one consumer-group heartbeat transaction in [`Store::stats`].
+    pub(crate) fn note_group_heartbeat(&self) {
+        self.counters.note_group_heartbeat();
     }
 }
 
