@@ -86,6 +86,8 @@ pub struct Store {
     counters: Arc<AppendCounters>,
     /// [`OpenOptions::max_subscriptions`].
     pub(crate) max_subscriptions: usize,
+    /// The consumer groups with members in this handle, each heartbeating for all of them.
+    beaters: Arc<crate::group_beater::Beaters>,
 }
 
 #[derive(Debug, Clone)]
@@ -137,6 +139,7 @@ impl Store {
             hub,
             counters: Arc::default(),
             max_subscriptions,
+            beaters: Arc::default(),
         })
     }
 
@@ -333,6 +336,11 @@ impl Store {
             all_lag_micros,
             group_heartbeats: self.counters.group_heartbeats(),
         }
+    }
+
+    /// This handle's consumer-group beaters (`group_beater.rs`).
+    pub(crate) fn beaters(&self) -> &crate::group_beater::Beaters {
+        &self.beaters
     }
 
     /// Counts one consumer-group heartbeat transaction in [`Store::stats`].
