@@ -214,7 +214,8 @@ impl MemberStream {
                     self.failed = true;
                     return Some((Err(copy_error(e)), self));
                 }
-                self.apply(snapshot.held.get(self.membership.member()));
+                self.apply(snapshot.held.get(self.membership.member()))
+                    .await;
             }
             if !self.owned.is_empty() && Instant::now() >= self.lease_until {
                 // Not renewed in time: the others may hold our partitions by now.
@@ -261,18 +262,22 @@ impl MemberStream {
 
     /// Applies what a beat found this member holds (`None`: nothing, not live), keeping the
     /// subscription when it can.
-    fn apply(&mut self, held: Option<&Held>) {
-        let held = match held {
+    async fn apply(&mut self, held: Option<&Held>) {
+        let mut held = match held {
             Some(h) if h.lease_until > Instant::now() => {
                 self.lease_until = h.lease_until;
-                h.partitions.as_slice()
+                h.partitions.clone()
             }
-            _ => &[],
+            _ => Vec::new(),
         };
+        if held.iter().any(|(p, _)| !self.owned.contains_key(p)) {
+            let (store, group) = (self.store.clone(), self.membership.group().to_owned());
+            refresh_checkpoints(&store, &group, &mut held).await;
+        }
         let running = self.sub.is_some();
         let mut restart = !running;
         let mut owned = HashMap::with_capacity(held.len());
-        for &(p, checkpoint) in held {
+        for (p, checkpoint) in held {
             match self.owned.get(&p) {
                 Some(&from) if running => {
                     owned.insert(p, from.max(checkpoint));
@@ -299,5 +304,23 @@ impl MemberStream {
             self.next = from;
         }
         self.owned = owned;
+    }
+}
+
+/// A gained partition starts from its checkpoint as stored now, not as the beat read it:
+/// this member's own acks since (of events it delivered before it lost the partition, say
+/// to a late beat) would otherwise be delivered again. Rare (a change of holdings), and a
+/// read; on an error the beat's checkpoints stand (at least once).
+async fn refresh_checkpoints(store: &Store, group: &str, held: &mut [(u32, u64)]) {
+    match store.backend().group_state(group).await {
+        Ok(Some((partitions, _))) => {
+            for (p, checkpoint) in held.iter_mut() {
+                if let Some(now) = partitions.get(*p as usize).filter(|s| s.partition == *p) {
+                    *checkpoint = (*checkpoint).max(now.checkpoint);
+                }
+            }
+        }
+        Ok(None) => {}
+        Err(e) => tracing::warn!(error = %e, "reading a consumer group's checkpoints failed"),
     }
 }

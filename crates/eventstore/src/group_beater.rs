@@ -164,6 +164,11 @@ impl Membership {
         &self.member
     }
 
+    /// The group's name.
+    pub(crate) fn group(&self) -> &str {
+        &self.group.name
+    }
+
     /// The stream is being polled: renew the member at the next beat.
     pub(crate) fn polled(&self) {
         self.polled.store(true, Ordering::Relaxed);
