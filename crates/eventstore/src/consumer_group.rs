@@ -12,7 +12,8 @@
 //! passed for the partitions it kept). So within one stream (one partition) events arrive in
 //! order, from the last acknowledged one; across streams they may not. A stream not polled for
 //! the member timeout (a dead connection, a client that stopped reading) is not renewed and loses
-//! its partitions to the others; dropping it hands them over at once.
+//! its partitions to the others; dropping it hands them over at once. A member whose lease (its
+//! last renewal + the timeout) passed without a newer beat delivers nothing until one comes.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -152,6 +153,7 @@ impl Store {
             lease_until: Instant::now(),
             joined: false,
             fresh: false,
+            asked: false,
             failed: false,
         };
         let stream = futures::stream::unfold(state, MemberStream::step);
@@ -189,6 +191,8 @@ struct MemberStream {
     joined: bool,
     /// A snapshot arrived that is not applied yet.
     fresh: bool,
+    /// The lease lapsed and a beat was asked for (cleared by the next snapshot).
+    asked: bool,
     failed: bool,
 }
 
@@ -217,24 +221,29 @@ impl MemberStream {
                 self.apply(snapshot.held.get(self.membership.member()))
                     .await;
             }
-            if !self.owned.is_empty() && Instant::now() >= self.lease_until {
-                // Not renewed in time: the others may hold our partitions by now.
-                self.owned.clear();
-                self.sub = None;
-                self.membership.beat_soon();
-            }
             let lease = self.lease_until;
             let holding = !self.owned.is_empty();
+            // Not renewed in time (a late beat): the others may hold our partitions by now, so
+            // nothing is delivered until a beat says what is still ours. The partitions are
+            // kept meanwhile: if they still are ours, delivery goes on where it stopped.
+            let lapsed = holding && Instant::now() >= lease;
+            if lapsed && !self.asked {
+                self.asked = true;
+                self.membership.beat_soon();
+            }
             let changed = self.membership.snapshot.changed();
-            let Some(sub) = self.sub.as_mut() else {
-                tokio::select! {
-                    r = changed => match r {
-                        Ok(()) => self.fresh = true,
-                        Err(_) => return None,
-                    },
-                    _ = tokio::time::sleep_until(lease), if holding => {}
+            let sub = match self.sub.as_mut() {
+                Some(sub) if !lapsed => sub,
+                _ => {
+                    tokio::select! {
+                        r = changed => match r {
+                            Ok(()) => self.fresh = true,
+                            Err(_) => return None,
+                        },
+                        _ = tokio::time::sleep_until(lease), if holding && !lapsed => {}
+                    }
+                    continue;
                 }
-                continue;
             };
             tokio::select! {
                 item = sub.next() => match item {
@@ -263,12 +272,15 @@ impl MemberStream {
     /// Applies what a beat found this member holds (`None`: nothing, not live), keeping the
     /// subscription when it can.
     async fn apply(&mut self, held: Option<&Held>) {
+        self.asked = false;
+        // A lease already past (a member not renewed lately) is kept: delivery waits for a
+        // beat that renews it (`step`).
         let mut held = match held {
-            Some(h) if h.lease_until > Instant::now() => {
+            Some(h) => {
                 self.lease_until = h.lease_until;
                 h.partitions.clone()
             }
-            _ => Vec::new(),
+            None => Vec::new(),
         };
         if held.iter().any(|(p, _)| !self.owned.contains_key(p)) {
             let (store, group) = (self.store.clone(), self.membership.group().to_owned());
