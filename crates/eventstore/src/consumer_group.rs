@@ -1,17 +1,19 @@
 //! Consumer groups: [`Store::create_group`], [`Store::consume_group`], [`Store::group_status`],
 //! and the member's stream. The rules (partitions, assignment) are in `groups.rs`; the storage
-//! in each backend's `groups.rs`.
+//! in each backend's `groups.rs`; the heartbeats in `group_beater.rs`.
 //!
 //! A member's stream is an ordinary filtered [`Subscription`] from the lowest checkpoint of the
 //! partitions it holds, passing on only the events of those partitions, each from its own
-//! checkpoint. Every third of the member timeout (at most [`MAX_HEARTBEAT_INTERVAL`]), while
-//! the stream is polled, it heartbeats:
-//! its hold is renewed, and it learns what it gained or lost. A lost partition's events stop at
-//! once; a gained one is delivered from its checkpoint (the subscription restarts further back
-//! if need be, skipping what it already passed for the partitions it kept). So within one
-//! stream (one partition) events arrive in order, from the last acknowledged one; across
-//! streams they may not. A stream not polled for the member timeout (a dead connection, a client
-//! that stopped reading) loses its partitions to the others; dropping it hands them over at once.
+//! checkpoint. Every third of the member timeout (at most [`MAX_HEARTBEAT_INTERVAL`]) its group's
+//! beater (one per store handle and group, for all of the handle's members of the group, in one
+//! transaction) renews the members whose streams were polled since the last beat, and publishes
+//! what each holds: a lost partition's events stop at once; a gained one is delivered from its
+//! checkpoint (the subscription restarts further back if need be, skipping what it already
+//! passed for the partitions it kept). So within one stream (one partition) events arrive in
+//! order, from the last acknowledged one; across streams they may not. A stream not polled for
+//! the member timeout (a dead connection, a client that stopped reading) is not renewed and loses
+//! its partitions to the others; dropping it hands them over at once. A member whose lease (its
+//! last renewal + the timeout) passed without a newer beat delivers nothing until one comes.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -21,34 +23,19 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::filter::EventFilter;
+use crate::group_beater::{Held, Membership, copy_error};
 use crate::groups::{GroupSettings, GroupStatus, partition_of};
 use crate::store::{Backend, Store};
 use crate::subscription::Subscription;
 use crate::types::{RecordedEvent, SubscriptionInfo, validate_subscription_name};
 
-/// Wait before retrying a heartbeat that failed on a transient error.
-const BEAT_RETRY: Duration = Duration::from_millis(200);
-
-/// Longest time between a member's heartbeats (otherwise a third of the member timeout): how
-/// soon members notice one joining or leaving, so partitions move between live members within
-/// about two of these. One small transaction per member per interval.
+/// Longest time between a group's heartbeats (otherwise a third of the member timeout): how
+/// soon members notice one joining or leaving elsewhere, so partitions move between live members
+/// within about two of these. One small transaction per group (not per member) per interval in
+/// each process with members of the group.
 pub const MAX_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
 
 impl Backend {
-    pub(crate) async fn group_heartbeat(
-        &self,
-        name: &str,
-        member: &str,
-        leave: bool,
-    ) -> Result<Option<Vec<(u32, u64)>>> {
-        match self {
-            #[cfg(feature = "sqlite")]
-            Backend::Sqlite(s) => s.group_heartbeat(name, member, leave).await,
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(p) => p.group_heartbeat(name, member, leave).await,
-        }
-    }
-
     pub(crate) async fn group_state(
         &self,
         name: &str,
@@ -143,7 +130,7 @@ impl Store {
     /// Consumes group `name` as `member` (a name of the same rules as a subscription's, unique
     /// among the group's members: a second consumer under one name shares its partitions): the
     /// events of the partitions it holds, each partition from its checkpoint, in order within a
-    /// partition. The stream heartbeats while polled; one left unpolled for the group's member
+    /// partition. The member is renewed while its stream is polled; one left unpolled for the group's member
     /// timeout loses its partitions to the other members, and dropping it hands them over at
     /// once. Delivery is at least once: after a handover the new holder starts at the
     /// partition's checkpoint. [`Error::InvalidInput`] when `name` is a plain subscription.
@@ -155,22 +142,18 @@ impl Store {
         validate_member_name(member)?;
         let info = self.subscription_info(name).await?;
         let settings = info.group.ok_or_else(|| crate::groups::not_a_group(name))?;
-        let now = Instant::now();
         let state = MemberStream {
-            leave: LeaveOnDrop {
-                store: self.clone(),
-                name: name.to_owned(),
-                member: member.to_owned(),
-            },
+            membership: self.beaters().join(self, name, member, settings),
+            store: self.clone(),
             filter: info.filter.clone(),
             partitions: settings.partitions,
-            beat_every: (settings.member_timeout / 3).min(MAX_HEARTBEAT_INTERVAL),
-            timeout: settings.member_timeout,
             owned: HashMap::new(),
             sub: None,
             next: 0,
-            next_beat: now,
-            lease_until: now,
+            lease_until: Instant::now(),
+            joined: false,
+            fresh: false,
+            asked: false,
             failed: false,
         };
         let stream = futures::stream::unfold(state, MemberStream::step);
@@ -188,37 +171,12 @@ pub(crate) fn validate_member_name(member: &str) -> Result<()> {
     })
 }
 
-/// Gives the member's partitions up when its stream is dropped (a closed connection), so the
-/// others need not wait for its timeout. Best effort: without a runtime, the timeout does it.
-struct LeaveOnDrop {
-    store: Store,
-    name: String,
-    member: String,
-}
-
-impl Drop for LeaveOnDrop {
-    fn drop(&mut self) {
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let (store, name, member) = (
-                self.store.clone(),
-                std::mem::take(&mut self.name),
-                std::mem::take(&mut self.member),
-            );
-            rt.spawn(async move {
-                if let Err(e) = store.backend().group_heartbeat(&name, &member, true).await {
-                    tracing::warn!(error = %e, %name, %member, "leaving a consumer group failed; its partitions move after the member timeout");
-                }
-            });
-        }
-    }
-}
-
 struct MemberStream {
-    leave: LeaveOnDrop,
+    /// Its place in the group's beats; dropping it gives the partitions up at once.
+    membership: Membership,
+    store: Store,
     filter: EventFilter,
     partitions: u32,
-    beat_every: Duration,
-    timeout: Duration,
     /// The partitions held, each with the position below which its events are not delivered
     /// (its checkpoint, or where the current subscription already was when it was kept).
     owned: HashMap<u32, u64>,
@@ -226,10 +184,15 @@ struct MemberStream {
     sub: Option<Subscription>,
     /// One past the last position `sub` yielded, delivered or not.
     next: u64,
-    next_beat: Instant,
-    /// The hold is the store's until then (the last successful heartbeat's start + the timeout):
-    /// past it, without a heartbeat, the member stops delivering.
+    /// The hold is the store's until then (the last renewing beat's start + the timeout): past
+    /// it, without a newer beat, the member stops delivering.
     lease_until: Instant,
+    /// Whether the first poll asked for a beat yet.
+    joined: bool,
+    /// A snapshot arrived that is not applied yet.
+    fresh: bool,
+    /// The lease lapsed and a beat was asked for (cleared by the next snapshot).
+    asked: bool,
     failed: bool,
 }
 
@@ -239,28 +202,48 @@ impl MemberStream {
             if self.failed {
                 return None;
             }
-            if Instant::now() >= self.next_beat {
-                match self.beat().await {
-                    Ok(()) => {}
-                    Err(e) if e.is_transient() => {
-                        tracing::warn!(error = %e, "consumer group heartbeat failed; retrying");
-                        self.next_beat = Instant::now() + BEAT_RETRY.min(self.beat_every);
-                        if Instant::now() >= self.lease_until {
-                            // The others may hold our partitions by now.
-                            self.owned.clear();
-                            self.sub = None;
-                        }
-                    }
-                    Err(e) => {
-                        self.failed = true;
-                        return Some((Err(e), self));
-                    }
-                }
+            // Polled: alive. The first poll joins at once rather than at the next interval.
+            if self.joined {
+                self.membership.polled();
+            } else {
+                self.joined = true;
+                self.membership.beat_soon();
             }
-            let beat_at = self.next_beat;
-            let Some(sub) = self.sub.as_mut() else {
-                tokio::time::sleep_until(beat_at).await;
-                continue;
+            // (`changed()` below marks the value it woke for as seen: hence `fresh`.)
+            if std::mem::take(&mut self.fresh)
+                || self.membership.snapshot.has_changed().unwrap_or(false)
+            {
+                let snapshot = self.membership.snapshot.borrow_and_update().clone();
+                if let Some(e) = &snapshot.failed {
+                    self.failed = true;
+                    return Some((Err(copy_error(e)), self));
+                }
+                self.apply(snapshot.held.get(self.membership.member()))
+                    .await;
+            }
+            let lease = self.lease_until;
+            let holding = !self.owned.is_empty();
+            // Not renewed in time (a late beat): the others may hold our partitions by now, so
+            // nothing is delivered until a beat says what is still ours. The partitions are
+            // kept meanwhile: if they still are ours, delivery goes on where it stopped.
+            let lapsed = holding && Instant::now() >= lease;
+            if lapsed && !self.asked {
+                self.asked = true;
+                self.membership.beat_soon();
+            }
+            let changed = self.membership.snapshot.changed();
+            let sub = match self.sub.as_mut() {
+                Some(sub) if !lapsed => sub,
+                _ => {
+                    tokio::select! {
+                        r = changed => match r {
+                            Ok(()) => self.fresh = true,
+                            Err(_) => return None,
+                        },
+                        _ = tokio::time::sleep_until(lease), if holding && !lapsed => {}
+                    }
+                    continue;
+                }
             };
             tokio::select! {
                 item = sub.next() => match item {
@@ -277,26 +260,32 @@ impl MemberStream {
                     }
                     None => return None,
                 },
-                _ = tokio::time::sleep_until(beat_at) => {}
+                r = changed => match r {
+                    Ok(()) => self.fresh = true,
+                    Err(_) => return None,
+                },
+                _ = tokio::time::sleep_until(lease), if holding => {}
             }
         }
     }
 
-    /// One heartbeat: renews the hold and applies what it gained and lost.
-    async fn beat(&mut self) -> Result<()> {
-        let started = Instant::now();
-        let LeaveOnDrop {
-            store,
-            name,
-            member,
-        } = &self.leave;
-        let held = store
-            .backend()
-            .group_heartbeat(name, member, false)
-            .await?
-            .ok_or_else(|| Error::SubscriptionNotFound(name.clone()))?;
-        self.lease_until = started + self.timeout;
-        self.next_beat = started + self.beat_every;
+    /// Applies what a beat found this member holds (`None`: nothing, not live), keeping the
+    /// subscription when it can.
+    async fn apply(&mut self, held: Option<&Held>) {
+        self.asked = false;
+        // A lease already past (a member not renewed lately) is kept: delivery waits for a
+        // beat that renews it (`step`).
+        let mut held = match held {
+            Some(h) => {
+                self.lease_until = h.lease_until;
+                h.partitions.clone()
+            }
+            None => Vec::new(),
+        };
+        if held.iter().any(|(p, _)| !self.owned.contains_key(p)) {
+            let (store, group) = (self.store.clone(), self.membership.group().to_owned());
+            refresh_checkpoints(&store, &group, &mut held).await;
+        }
         let running = self.sub.is_some();
         let mut restart = !running;
         let mut owned = HashMap::with_capacity(held.len());
@@ -323,10 +312,27 @@ impl MemberStream {
                 }
             }
             let from = owned.values().copied().min().unwrap_or(0);
-            self.sub = Some(store.subscribe(from, self.filter.clone()));
+            self.sub = Some(self.store.subscribe(from, self.filter.clone()));
             self.next = from;
         }
         self.owned = owned;
-        Ok(())
+    }
+}
+
+/// A gained partition starts from its checkpoint as stored now, not as the beat read it:
+/// this member's own acks since (of events it delivered before it lost the partition, say
+/// to a late beat) would otherwise be delivered again. Rare (a change of holdings), and a
+/// read; on an error the beat's checkpoints stand (at least once).
+async fn refresh_checkpoints(store: &Store, group: &str, held: &mut [(u32, u64)]) {
+    match store.backend().group_state(group).await {
+        Ok(Some((partitions, _))) => {
+            for (p, checkpoint) in held.iter_mut() {
+                if let Some(now) = partitions.get(*p as usize).filter(|s| s.partition == *p) {
+                    *checkpoint = (*checkpoint).max(now.checkpoint);
+                }
+            }
+        }
+        Ok(None) => {}
+        Err(e) => tracing::warn!(error = %e, "reading a consumer group's checkpoints failed"),
     }
 }

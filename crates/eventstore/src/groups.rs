@@ -4,13 +4,15 @@
 //! group's live members; this file holds the settings, the partition rule and the assignment
 //! rule ([`plan`]) that both backends apply inside one transaction.
 //!
-//! Membership is a row per member with an expiry, pushed forward by each heartbeat (a member's
-//! stream heartbeats every third of the member timeout while it is polled). A member whose row
-//! expired is dead: its partitions may be claimed. Every member, at each heartbeat, computes
-//! the same target assignment from the sorted list of live members (partition `p` belongs to
-//! member `p mod n`), releases what it holds outside its target and claims what is in its target
-//! and free. A partition therefore moves only after its owner released it or died: never two
-//! owners at once by the store's account.
+//! Membership is a row per member with an expiry, pushed forward by each heartbeat (a process
+//! renews all its members of a group whose streams are being polled in one transaction, every
+//! third of the member timeout: `consumer_group.rs`). A member whose row expired is dead: its
+//! partitions may be claimed. Every member, at each heartbeat, computes the same target
+//! assignment from the sorted list of live members (partition `p` belongs to member `p mod n`),
+//! releases what it holds outside its target and claims what is in its target and free
+//! ([`plan`]; [`plan_beat`] applies it for each of a process's members in turn). A partition
+//! therefore moves only after its owner released it or died: never two owners at once by the
+//! store's account.
 
 use std::time::Duration;
 
@@ -22,7 +24,7 @@ use crate::time::Timestamp;
 /// partition is one small row.
 pub const DEFAULT_GROUP_PARTITIONS: u32 = 16;
 
-/// Most partitions a group may have: each member heartbeat reads and writes every partition row.
+/// Most partitions a group may have: each heartbeat of a group reads every partition row.
 pub const MAX_GROUP_PARTITIONS: u32 = 1024;
 
 /// How long a member may go without a heartbeat (its stream not polled: a dead process, a dead
@@ -168,6 +170,63 @@ pub(crate) fn plan(live: &[String], owners: &[Option<String>], me: &str) -> Plan
     out
 }
 
+/// One coalesced heartbeat of a process's members of a group: what to change in storage.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Beat {
+    /// Members to renew (their expiry pushed forward; inserted when new): those whose stream
+    /// was polled since the last beat.
+    pub(crate) renew: Vec<String>,
+    /// Members leaving (their rows deleted, their partitions released).
+    pub(crate) leave: Vec<String>,
+    /// Every member of the group in this process: the ones whose holdings are reported.
+    pub(crate) local: Vec<String>,
+}
+
+/// The partitions (with checkpoints) each of a process's members holds after a beat, by member;
+/// only members still live are present.
+pub(crate) type Holdings = std::collections::HashMap<String, Vec<(u32, u64)>>;
+
+/// Applies, in one pass, the heartbeat of every member of `beat`: first the departures, then the
+/// renewals, each member's [`plan`] seeing the owners its predecessors left, exactly as if their
+/// heartbeats had run one after another. `live` is sorted; `owners` is updated in place; returns
+/// the partitions whose owner changed (none when the assignment is already settled, so an idle
+/// group writes no partition row).
+pub(crate) fn plan_beat(live: &[String], owners: &mut [Option<String>], beat: &Beat) -> Vec<usize> {
+    let before = owners.to_vec();
+    for m in beat.leave.iter().chain(&beat.renew) {
+        let p = plan(live, owners, m);
+        for r in p.release {
+            owners[r as usize] = None;
+        }
+        for c in p.claim {
+            owners[c as usize] = Some(m.clone());
+        }
+    }
+    (0..owners.len())
+        .filter(|&p| owners[p] != before[p])
+        .collect()
+}
+
+/// What each of `local` still live (`live` is sorted) holds by `owners`, with `checkpoints`.
+pub(crate) fn holdings(
+    live: &[String],
+    owners: &[Option<String>],
+    checkpoints: &[u64],
+    local: &[String],
+) -> Holdings {
+    let mut out: Holdings = local
+        .iter()
+        .filter(|m| live.binary_search(m).is_ok())
+        .map(|m| (m.clone(), Vec::new()))
+        .collect();
+    for (p, owner) in owners.iter().enumerate() {
+        if let Some(held) = owner.as_ref().and_then(|o| out.get_mut(o)) {
+            held.push((p as u32, checkpoints[p]));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,6 +288,58 @@ mod tests {
                 release: vec![],
                 claim: vec![0]
             }
+        );
+    }
+
+    #[test]
+    fn a_beat_applies_every_local_member_in_turn() {
+        let live = s(&["a", "b", "c"]);
+        // a held everything; b and c join, a renews, x (elsewhere) left partition 3 free.
+        let mut owners = vec![
+            Some("a".to_string()),
+            Some("a".into()),
+            Some("a".into()),
+            None,
+        ];
+        let beat = Beat {
+            renew: s(&["a", "b", "c"]),
+            leave: vec![],
+            local: s(&["a", "b", "c", "gone"]),
+        };
+        // a releases 1 and 2 first, so b and c take them in the same beat; 3 goes to a.
+        let changed = plan_beat(&live, &mut owners, &beat);
+        assert_eq!(changed, vec![1, 2, 3]);
+        assert_eq!(
+            owners,
+            vec![
+                Some("a".into()),
+                Some("b".into()),
+                Some("c".into()),
+                Some("a".into())
+            ]
+        );
+        // Settled: nothing changes, nothing to write.
+        assert!(plan_beat(&live, &mut owners, &beat).is_empty());
+        let held = holdings(&live, &owners, &[5, 6, 7, 8], &beat.local);
+        assert_eq!(held["a"], vec![(0, 5), (3, 8)]);
+        assert_eq!(held["b"], vec![(1, 6)]);
+        assert!(!held.contains_key("gone"), "not live: absent");
+        // c leaves: its partition goes to a (2 % 2), a hands 3 to b, all in one beat.
+        let live = s(&["a", "b"]);
+        let beat = Beat {
+            renew: s(&["a", "b"]),
+            leave: s(&["c"]),
+            local: s(&["a", "b"]),
+        };
+        assert_eq!(plan_beat(&live, &mut owners, &beat), vec![2, 3]);
+        assert_eq!(
+            owners,
+            vec![
+                Some("a".into()),
+                Some("b".into()),
+                Some("a".into()),
+                Some("b".into())
+            ]
         );
     }
 

@@ -105,6 +105,7 @@ mod error;
 mod expected;
 mod fanout;
 mod filter;
+mod group_beater;
 mod groups;
 mod persistent;
 #[cfg(feature = "postgres")]

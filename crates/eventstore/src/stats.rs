@@ -37,14 +37,20 @@ pub struct StoreStats {
     pub all_held_back_by: Option<u32>,
     /// How long that transaction has been open, in microseconds.
     pub all_held_back_micros: Option<u64>,
+    /// Consumer-group heartbeat transactions this handle ran (renewals, joins and departures
+    /// of its members): a handful per group per heartbeat interval, however many members
+    /// the group has here (see `consumer_group.rs`).
+    pub group_heartbeats: u64,
 }
 
-/// The append counters of one store handle, shared by its clones.
+/// The append and group-heartbeat counters of one store handle, shared by its clones.
 #[derive(Debug, Default)]
 pub(crate) struct AppendCounters {
     appends: AtomicU64,
     events: AtomicU64,
     conflicts: AtomicU64,
+    /// [`StoreStats::group_heartbeats`].
+    group_heartbeats: AtomicU64,
 }
 
 impl AppendCounters {
@@ -61,6 +67,16 @@ impl AppendCounters {
             }
             Err(_) => {}
         }
+    }
+
+    /// Counts one consumer-group heartbeat transaction.
+    pub(crate) fn note_group_heartbeat(&self) {
+        self.group_heartbeats.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// [`StoreStats::group_heartbeats`] so far.
+    pub(crate) fn group_heartbeats(&self) -> u64 {
+        self.group_heartbeats.load(Ordering::Relaxed)
     }
 
     /// `(appends, events_appended, conflicts)`.

@@ -91,10 +91,12 @@ pub struct Store {
     backend: Backend,
     /// The one `$all` reader of this handle (and its clones) and its live subscribers.
     hub: Arc<Hub>,
-    /// Appends and conflicts, for [`Store::stats`].
+    /// Appends, conflicts and group heartbeats, for [`Store::stats`].
     counters: Arc<AppendCounters>,
     /// [`OpenOptions::max_subscriptions`].
     pub(crate) max_subscriptions: usize,
+    /// The consumer groups with members in this handle, each heartbeating for all of them.
+    beaters: Arc<crate::group_beater::Beaters>,
 }
 
 #[derive(Debug, Clone)]
@@ -146,6 +148,7 @@ impl Store {
             hub,
             counters: Arc::default(),
             max_subscriptions,
+            beaters: Arc::default(),
         })
     }
 
@@ -349,7 +352,18 @@ impl Store {
             all_lag_micros,
             all_held_back_by: held_back.map(|(pid, _)| pid),
             all_held_back_micros: held_back.map(|(_, age)| age.as_micros() as u64),
+            group_heartbeats: self.counters.group_heartbeats(),
         }
+    }
+
+    /// This handle's consumer-group beaters (`group_beater.rs`).
+    pub(crate) fn beaters(&self) -> &crate::group_beater::Beaters {
+        &self.beaters
+    }
+
+    /// Counts one consumer-group heartbeat transaction in [`Store::stats`].
+    pub(crate) fn note_group_heartbeat(&self) {
+        self.counters.note_group_heartbeat();
     }
 }
 

@@ -21,6 +21,7 @@ on_both_backends!(galleon_eventstore::OpenOptions::default();
     check_a_dropped_member_hands_over_at_once,
     check_group_errors,
     check_group_acks_name_an_event_of_the_members_partitions,
+    check_many_members_heartbeat_in_few_transactions,
 );
 
 const STREAMS: usize = 12;
@@ -438,4 +439,57 @@ async fn check_group_acks_name_an_event_of_the_members_partitions(ctx: Ctx) {
     let got = support::collect(&mut m1, 1).await.remove(0);
     assert_eq!(got.position, next);
     s.ack_member("g", "m1", next).await.unwrap();
+}
+
+/// The hostile-client report: N idle members of one group in one process cost one heartbeat
+/// transaction per interval between them, not one each (N per interval before the heartbeats
+/// were coalesced per group). Counted, not timed: the window only bounds how many intervals
+/// can pass, and the members must all still be live at its end (renewed while idle).
+async fn check_many_members_heartbeat_in_few_transactions(ctx: Ctx) {
+    const N: usize = 200;
+    let s = &ctx.store;
+    // A 3 s timeout: a heartbeat interval of 1 s (MAX_HEARTBEAT_INTERVAL).
+    s.create_group("many", 0, EventFilter::all(), settings(3000))
+        .await
+        .unwrap();
+    let mut subs = Vec::new();
+    for i in 0..N {
+        let (_, sub) = s.consume_group("many", &format!("m{i:03}")).await.unwrap();
+        subs.push(sub);
+    }
+    // Each member's stream polled (idle: no events) by one task.
+    let tasks: Vec<_> = subs
+        .into_iter()
+        .map(|mut sub| tokio::spawn(async move { while sub.next().await.is_some() {} }))
+        .collect();
+    let names: Vec<String> = (0..N).map(|i| format!("m{i:03}")).collect();
+    let all_live = || async {
+        let st = s.group_status("many").await.unwrap();
+        st.members.len() == N && st.members.iter().zip(&names).all(|(m, n)| &m.member == n)
+    };
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while !all_live().await {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("all members joined within 20 s");
+    let before = s.stats().group_heartbeats;
+    let started = tokio::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let beats = s.stats().group_heartbeats - before;
+    let intervals = started.elapsed().as_secs() + 1;
+    assert!(
+        all_live().await,
+        "members idle for 4 s of a 3 s timeout stay live"
+    );
+    assert!(beats >= 1, "the members were renewed");
+    // A few per interval at most (a retry, an early beat), never one per member.
+    assert!(
+        beats <= 3 * intervals,
+        "{beats} heartbeat transactions in {intervals} intervals for {N} members"
+    );
+    for t in tasks {
+        t.abort();
+    }
 }

@@ -1,27 +1,31 @@
 //! Consumer groups on PostgreSQL: `subscription_partitions` (a checkpoint and an owner per
 //! partition) and `subscription_members` (a row per member, its expiry by the server's clock, so
-//! members on several nodes agree on who is dead). A heartbeat is one transaction that locks the
-//! subscription's row first, so the heartbeats of one group run one at a time and each sees the
-//! others' claims and releases (the rule itself is `crate::groups::plan`).
+//! members on several nodes agree on who is dead). A heartbeat (of all of one process's members
+//! of a group) is one transaction that locks the subscription's row first, so the heartbeats of
+//! one group, from every node, run one at a time and each sees the others' claims and releases
+//! (the rule itself is `crate::groups::plan`).
 
 use super::PgStore;
 use super::subscriptions::DELIVERS;
 use crate::error::Result;
-use crate::groups::{GroupSettings, MemberState, PartitionState, not_a_group, plan};
+use crate::groups::{
+    Beat, GroupSettings, Holdings, MemberState, PartitionState, holdings, not_a_group, plan_beat,
+};
 use crate::time::Timestamp;
 
 /// The clock the members' expiries are measured by: the server's, in microseconds.
 const NOW_MICROS: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
 
 impl PgStore {
-    /// Runs one heartbeat of `member` (or its departure, `leave`) and returns the partitions it
-    /// holds afterwards with their checkpoints; `None` when the subscription does not exist.
-    pub(crate) async fn group_heartbeat(
+    /// Runs one heartbeat of this process's members of group `name` ([`Beat`]: renewals and
+    /// departures) in one transaction, and returns the group's settings and what each local
+    /// member holds afterwards; `None` when the subscription does not exist. Partition rows are
+    /// written only where an owner changed.
+    pub(crate) async fn group_beat(
         &self,
         name: &str,
-        member: &str,
-        leave: bool,
-    ) -> Result<Option<Vec<(u32, u64)>>> {
+        beat: Beat,
+    ) -> Result<Option<(GroupSettings, Holdings)>> {
         let mut client = self.inner.pool.get().await?;
         let tx = client.transaction().await?;
         let row = tx
@@ -41,18 +45,20 @@ impl PgStore {
         let now: i64 = row.try_get(2)?;
         let settings = GroupSettings::from_columns(partitions.map(i64::from), timeout)
             .ok_or_else(|| not_a_group(name))?;
-        if leave {
+        if !beat.leave.is_empty() {
             tx.execute(
-                "DELETE FROM subscription_members WHERE name = $1 AND member = $2",
-                &[&name, &member],
+                "DELETE FROM subscription_members WHERE name = $1 AND member = ANY($2)",
+                &[&name, &beat.leave],
             )
             .await?;
-        } else {
+        }
+        if !beat.renew.is_empty() {
             let expires = now.saturating_add(settings.timeout_ms().saturating_mul(1000));
             tx.execute(
-                "INSERT INTO subscription_members (name, member, expires_at) VALUES ($1, $2, $3) \
+                "INSERT INTO subscription_members (name, member, expires_at) \
+                 SELECT $1, m, $3 FROM unnest($2::text[]) AS m \
                  ON CONFLICT (name, member) DO UPDATE SET expires_at = excluded.expires_at",
-                &[&name, &member, &expires],
+                &[&name, &beat.renew, &expires],
             )
             .await?;
         }
@@ -72,49 +78,36 @@ impl PgStore {
             .collect::<Result<_, _>>()?;
         // Byte order, whatever the database's collation: every member must compute the same.
         live.sort_unstable();
-        let owners: Vec<Option<String>> = tx
+        let rows = tx
             .query(
-                "SELECT owner FROM subscription_partitions WHERE name = $1 ORDER BY partition",
+                "SELECT owner, checkpoint FROM subscription_partitions \
+                 WHERE name = $1 ORDER BY partition",
                 &[&name],
             )
-            .await?
-            .iter()
-            .map(|r| r.try_get(0))
-            .collect::<Result<_, _>>()?;
-        let plan = plan(&live, &owners, member);
-        if !plan.release.is_empty() {
+            .await?;
+        let mut owners = Vec::with_capacity(rows.len());
+        let mut checkpoints = Vec::with_capacity(rows.len());
+        for r in &rows {
+            owners.push(r.try_get::<_, Option<String>>(0)?);
+            checkpoints.push(r.try_get::<_, i64>(1)? as u64);
+        }
+        let changed = plan_beat(&live, &mut owners, &beat);
+        if !changed.is_empty() {
+            let parts: Vec<i32> = changed.iter().map(|&p| p as i32).collect();
+            let to: Vec<Option<String>> = changed.iter().map(|&p| owners[p].clone()).collect();
             tx.execute(
-                "UPDATE subscription_partitions SET owner = NULL \
-                 WHERE name = $1 AND partition = ANY($2)",
-                &[&name, &plan.release],
+                "UPDATE subscription_partitions AS p SET owner = u.owner \
+                 FROM unnest($2::integer[], $3::text[]) AS u(partition, owner) \
+                 WHERE p.name = $1 AND p.partition = u.partition",
+                &[&name, &parts, &to],
             )
             .await?;
         }
-        if !plan.claim.is_empty() {
-            tx.execute(
-                "UPDATE subscription_partitions SET owner = $3 \
-                 WHERE name = $1 AND partition = ANY($2)",
-                &[&name, &plan.claim, &member],
-            )
-            .await?;
-        }
-        let owned = tx
-            .query(
-                "SELECT partition, checkpoint FROM subscription_partitions \
-                 WHERE name = $1 AND owner = $2 ORDER BY partition",
-                &[&name, &member],
-            )
-            .await?
-            .iter()
-            .map(|r| {
-                Ok((
-                    r.try_get::<_, i32>(0)? as u32,
-                    r.try_get::<_, i64>(1)? as u64,
-                ))
-            })
-            .collect::<Result<Vec<_>>>()?;
         tx.commit().await?;
-        Ok(Some(owned))
+        Ok(Some((
+            settings,
+            holdings(&live, &owners, &checkpoints, &beat.local),
+        )))
     }
 
     /// Every partition and every member not yet expired; `None` when the subscription does

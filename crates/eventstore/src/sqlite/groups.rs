@@ -1,26 +1,30 @@
 //! Consumer groups on SQLite: `subscription_partitions` (a checkpoint and an owner per
-//! partition) and `subscription_members` (a row per member with its expiry). A heartbeat is one
-//! `BEGIN IMMEDIATE` transaction: the write lock serialises the members of every group, so each
-//! sees the others' claims and releases (the rule itself is `crate::groups::plan`).
+//! partition) and `subscription_members` (a row per member with its expiry). A heartbeat (of all
+//! of a process's members of one group) is one `BEGIN IMMEDIATE` transaction: the write lock
+//! serialises the heartbeats of every group, so each sees the others' claims and releases (the
+//! rule itself is `crate::groups::plan`).
 
 use rusqlite::{OptionalExtension, params};
 
 use super::SqliteStore;
 use super::subscriptions::DELIVERS;
 use crate::error::Result;
-use crate::groups::{GroupSettings, MemberState, PartitionState, not_a_group, plan};
+use crate::groups::{
+    Beat, GroupSettings, Holdings, MemberState, PartitionState, holdings, not_a_group, plan_beat,
+};
 use crate::time::Timestamp;
 
 impl SqliteStore {
-    /// Runs one heartbeat of `member` (or its departure, `leave`) and returns the partitions it
-    /// holds afterwards with their checkpoints; `None` when the subscription does not exist.
-    pub(crate) async fn group_heartbeat(
+    /// Runs one heartbeat of this process's members of group `name` ([`Beat`]: renewals and
+    /// departures) in one `BEGIN IMMEDIATE` transaction, and returns the group's settings and
+    /// what each local member holds afterwards; `None` when the subscription does not exist.
+    /// Partition rows are written only where an owner changed.
+    pub(crate) async fn group_beat(
         &self,
         name: &str,
-        member: &str,
-        leave: bool,
-    ) -> Result<Option<Vec<(u32, u64)>>> {
-        let (name, member) = (name.to_owned(), member.to_owned());
+        beat: Beat,
+    ) -> Result<Option<(GroupSettings, Holdings)>> {
+        let name = name.to_owned();
         self.with_reader(move |conn| {
             let tx = rusqlite::Transaction::new_unchecked(
                 conn,
@@ -30,20 +34,23 @@ impl SqliteStore {
                 return Ok(None);
             };
             let now = Timestamp::now().as_micros();
-            if leave {
-                tx.prepare_cached(
-                    "DELETE FROM subscription_members WHERE name = ?1 AND member = ?2",
-                )?
-                .execute(params![name, member])?;
-            } else {
-                let expires = now.saturating_add(settings.timeout_ms().saturating_mul(1000));
-                tx.prepare_cached(
-                    "INSERT INTO subscription_members (name, member, expires_at) \
-                     VALUES (?1, ?2, ?3) ON CONFLICT (name, member) \
-                     DO UPDATE SET expires_at = excluded.expires_at",
-                )?
-                .execute(params![name, member, expires])?;
+            let mut leave = tx.prepare_cached(
+                "DELETE FROM subscription_members WHERE name = ?1 AND member = ?2",
+            )?;
+            for member in &beat.leave {
+                leave.execute(params![name, member])?;
             }
+            drop(leave);
+            let expires = now.saturating_add(settings.timeout_ms().saturating_mul(1000));
+            let mut renew = tx.prepare_cached(
+                "INSERT INTO subscription_members (name, member, expires_at) \
+                 VALUES (?1, ?2, ?3) ON CONFLICT (name, member) \
+                 DO UPDATE SET expires_at = excluded.expires_at",
+            )?;
+            for member in &beat.renew {
+                renew.execute(params![name, member, expires])?;
+            }
+            drop(renew);
             tx.prepare_cached(
                 "DELETE FROM subscription_members WHERE name = ?1 AND expires_at <= ?2",
             )?
@@ -53,34 +60,27 @@ impl SqliteStore {
                 .query_map([&name], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
             live.sort_unstable();
-            let owners: Vec<Option<String>> = tx
+            let rows: Vec<(Option<String>, u64)> = tx
                 .prepare_cached(
-                    "SELECT owner FROM subscription_partitions WHERE name = ?1 ORDER BY partition",
+                    "SELECT owner, checkpoint FROM subscription_partitions \
+                     WHERE name = ?1 ORDER BY partition",
                 )?
-                .query_map([&name], |r| r.get(0))?
+                .query_map([&name], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?
                 .collect::<rusqlite::Result<_>>()?;
-            let plan = plan(&live, &owners, &member);
+            let (mut owners, checkpoints): (Vec<_>, Vec<_>) = rows.into_iter().unzip();
+            let changed = plan_beat(&live, &mut owners, &beat);
             let mut set = tx.prepare_cached(
                 "UPDATE subscription_partitions SET owner = ?3 WHERE name = ?1 AND partition = ?2",
             )?;
-            for p in &plan.release {
-                set.execute(params![name, p, None::<String>])?;
-            }
-            for p in &plan.claim {
-                set.execute(params![name, p, member])?;
+            for p in changed {
+                set.execute(params![name, p as i64, owners[p]])?;
             }
             drop(set);
-            let owned: Vec<(u32, u64)> = tx
-                .prepare_cached(
-                    "SELECT partition, checkpoint FROM subscription_partitions \
-                     WHERE name = ?1 AND owner = ?2 ORDER BY partition",
-                )?
-                .query_map(params![name, member], |r| {
-                    Ok((r.get::<_, u32>(0)?, r.get::<_, i64>(1)? as u64))
-                })?
-                .collect::<rusqlite::Result<_>>()?;
             tx.commit()?;
-            Ok(Some(owned))
+            Ok(Some((
+                settings,
+                holdings(&live, &owners, &checkpoints, &beat.local),
+            )))
         })
         .await
     }
