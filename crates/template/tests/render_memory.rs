@@ -38,8 +38,10 @@ fn peak_rss() -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// Asserts `r` is the memory-limit error, found in under 5 seconds, with the peak resident
-/// memory of the process under 512 MiB.
+/// Asserts `r` is the memory-limit error, with the peak resident memory of the whole test
+/// process (its tests run in parallel) under 1 GiB: without the budget these renders took
+/// 1.2-3.5 GB each. The 120 s bound catches a render that never ends, not a slow one (a debug
+/// build beside two CPU hogs took 6 s).
 #[track_caller]
 fn assert_memory_limit(r: Result<String, Error>, started: std::time::Instant) {
     let e = r.expect_err("rendered within the memory budget");
@@ -51,12 +53,12 @@ fn assert_memory_limit(r: Result<String, Error>, started: std::time::Instant) {
     );
     assert!(e.location().is_some(), "not located: {e}");
     assert!(
-        started.elapsed().as_secs() < 5,
+        started.elapsed().as_secs() < 120,
         "took {:?}",
         started.elapsed()
     );
     if let Some(peak) = peak_rss() {
-        assert!(peak < 512 << 20, "peak RSS {} MiB", peak >> 20);
+        assert!(peak < 1 << 30, "peak RSS {} MiB", peak >> 20);
     }
 }
 
