@@ -20,11 +20,11 @@ pub const MIN_GUARD_TOKEN_LEN: usize = 16;
 ///
 /// ```
 /// use galleon_http::{Guard, Method, Request};
-/// let guard = Guard::default().with_token("correct horse battery staple").unwrap();
+/// let guard = Guard::default().with_token("correct-horse-battery-staple").unwrap();
 /// let peer = "127.0.0.1:5000".parse().unwrap();
 /// let bare = Request::new(Method::Get, "/_galleon", &[], bytes::Bytes::new()).with_peer(peer);
 /// assert_eq!(guard.check(&bare).unwrap().status().0, 401, "loopback is not enough");
-/// let auth = [("authorization", "Bearer correct horse battery staple")];
+/// let auth = [("authorization", "Bearer correct-horse-battery-staple")];
 /// let sent = Request::new(Method::Get, "/_galleon", &auth, bytes::Bytes::new()).with_peer(peer);
 /// assert!(guard.check(&sent).is_none());
 /// ```
