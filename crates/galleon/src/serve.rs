@@ -593,6 +593,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("binding {}", args.addr))?;
         let addr = listener.local_addr()?;
+        // Before the serving line: that line is the last of the start-up (tests and scripts read
+        // up to it and may close the pipe).
+        eprintln!(
+            "galleon: diagnostics {}, reloads {}",
+            diagnostics_guard.describe(),
+            diagnostics_guard.closed().describe()
+        );
         eprintln!(
             "galleon: serving {} at http://{addr}/ (write policy {:?}{}{})",
             args.site.display(),
@@ -607,11 +614,6 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             } else {
                 ""
             },
-        );
-        eprintln!(
-            "galleon: diagnostics {}, reloads {}",
-            diagnostics_guard.describe(),
-            diagnostics_guard.closed().describe()
         );
         let server = if trace_endpoint {
             let traces = TraceStore::new();
