@@ -55,6 +55,11 @@ pub(crate) struct Args {
     /// ones are streamed in `--chunk-bytes` chunks (the most of a page a connection holds).
     #[arg(long, default_value_t = galleon_site::pages::DEFAULT_FULL_BODY_MAX, value_name = "BYTES")]
     full_body_max: usize,
+    /// Bytes of whole pages all connections together may hold unwritten: a page stays in
+    /// memory until a slow reader has taken it. Past it, pages of 64 KiB or more are streamed
+    /// in --chunk-bytes chunks instead (0: always).
+    #[arg(long, default_value_t = galleon_site::whole::DEFAULT_MAX_WHOLE_PAGES, value_name = "BYTES")]
+    max_whole_pages: usize,
     /// Strings and safe HTML from assigns shorter than this are copied into the render's buffer,
     /// longer ones referenced (one reference count each); 0 references every one.
     #[arg(long, default_value_t = galleon_template::DEFAULT_VALUE_COPY_BELOW, value_name = "BYTES")]
@@ -341,6 +346,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let pages = galleon_site::pages::PagesConfig {
         stream_chunk: args.chunk_bytes,
         full_body_max: args.full_body_max,
+        max_whole_pages: args.max_whole_pages,
         value_copy_below: args.value_copy_below,
         limits: galleon_template::Limits {
             max_steps: args.max_template_steps,

@@ -3,6 +3,7 @@
 //! A `Response` is one pointer to its status, headers, `Body` and optional `WritePolicy`; header
 //! values with invalid bytes are dropped when set (logged).
 
+use std::any::Any;
 use std::borrow::Cow;
 use std::fmt;
 use std::pin::Pin;
@@ -213,6 +214,9 @@ pub(crate) struct Parts {
     pub(crate) headers: HeaderList,
     pub(crate) body: Body,
     pub(crate) policy: Option<WritePolicy>,
+    /// What [`Response::hold_until_sent`] was given: dropped with the parts, once the response
+    /// is written (or the connection gave up on it).
+    pub(crate) held: Option<Box<dyn Any + Send>>,
 }
 
 impl Response {
@@ -223,6 +227,7 @@ impl Response {
             headers: HeaderList::new(),
             body: body.into(),
             policy: None,
+            held: None,
         }))
     }
 
@@ -274,6 +279,38 @@ impl Response {
     /// Uses `policy` for this response's writes instead of the server's.
     pub fn with_policy(mut self, policy: WritePolicy) -> Response {
         self.0.policy = Some(policy);
+        self
+    }
+
+    /// Keeps `value` alive until this response has been written to the socket, or until the
+    /// connection gave up on it (closed, timed out, shut down): a permit, or a share of a byte
+    /// budget that the response's body counts against, released when its memory is.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    ///
+    /// struct Share(Arc<AtomicUsize>, usize);
+    /// impl Drop for Share {
+    ///     fn drop(&mut self) {
+    ///         self.0.fetch_sub(self.1, Ordering::Relaxed);
+    ///     }
+    /// }
+    ///
+    /// let held = Arc::new(AtomicUsize::new(0));
+    /// let page = "<p>a big page</p>";
+    /// held.fetch_add(page.len(), Ordering::Relaxed);
+    /// let resp = galleon_http::Response::html(page).hold_until_sent(Share(held.clone(), page.len()));
+    /// assert_eq!(held.load(Ordering::Relaxed), page.len());
+    /// drop(resp); // as the server does once it is written
+    /// assert_eq!(held.load(Ordering::Relaxed), 0);
+    /// ```
+    pub fn hold_until_sent(mut self, value: impl Send + 'static) -> Response {
+        self.0.held = Some(match self.0.held.take() {
+            None => Box::new(value),
+            Some(earlier) => Box::new((earlier, value)),
+        });
         self
     }
 

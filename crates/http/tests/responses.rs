@@ -531,3 +531,42 @@ fn slow_but_steady_file_downloads_are_not_cut() {
     assert_eq!(got.len() - body_at, data.len(), "the whole file arrived");
     assert!(got[body_at..] == data[..]);
 }
+
+/// What a response holds (`Response::hold_until_sent`) is released once its body has been
+/// written, not when the handler returns: the example site counts whole pages that slow
+/// readers pin against a byte budget this way (issue 35, cause 8).
+#[test]
+fn what_a_response_holds_is_released_once_it_is_written() {
+    struct Signal(std::sync::mpsc::Sender<()>);
+    impl Drop for Signal {
+        fn drop(&mut self) {
+            let _ = self.0.send(());
+        }
+    }
+    let (tx, released) = std::sync::mpsc::channel::<()>();
+    let tx = std::sync::Mutex::new(tx);
+    const BIG: usize = 32 << 20;
+    let router =
+        galleon_http::Router::new().get("/held", move |_req: Request| {
+            let tx = tx.lock().unwrap().clone();
+            async move {
+                Response::html(IoList::from_scratch(vec![b'x'; BIG])).hold_until_sent(Signal(tx))
+            }
+        });
+    let s = TestServer::start(router, ServerConfig::default());
+    let mut c = s.connect();
+    c.write_all(b"GET /held HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n")
+        .unwrap();
+    // 32 MiB is more than the two sockets' buffers take: while the client reads nothing, the
+    // body cannot have been written, whatever the scheduler does.
+    assert!(
+        released.recv_timeout(Duration::from_millis(500)).is_err(),
+        "released before the body was written"
+    );
+    let r = read_to_close(&mut c);
+    assert_eq!(status_of(&r), 200);
+    assert!(r.len() > BIG, "{} bytes", r.len());
+    released
+        .recv_timeout(Duration::from_secs(30))
+        .expect("released once the body was written");
+}

@@ -15,6 +15,7 @@ use galleon_template::{Assigns, Error, ErrorKind, Value};
 use galleon_template_derive::Template;
 
 use crate::pages::{PagesConfig, render_failed};
+use crate::whole::WholePages;
 
 /// `/compiled/doom` without `?iters=`: the runtime page's default (30 GB).
 const DOOM_DEFAULT_ITERS: i64 = 100_000_000;
@@ -72,11 +73,18 @@ struct Data {
     teams: Option<(Assigns, Arc<Vec<Team>>)>,
     full_body_max: usize,
     stream_chunk: usize,
+    whole: WholePages,
 }
 
 /// Adds `/compiled/blah`, `/compiled/blah-split`, `/compiled/doom`, `/compiled/big-table` and
-/// `/compiled/teams` to `router`; the data files are read from `dir/data/` now.
-pub fn routes(router: Router, dir: &Path, options: &PagesConfig) -> anyhow::Result<Router> {
+/// `/compiled/teams` to `router`; the data files are read from `dir/data/` now. Whole pages
+/// count against `whole` (shared with the runtime pages).
+pub fn routes(
+    router: Router,
+    dir: &Path,
+    options: &PagesConfig,
+    whole: &WholePages,
+) -> anyhow::Result<Router> {
     let read = |page: &str| -> anyhow::Result<Option<Assigns>> {
         let path = dir.join("data").join(format!("{page}.json"));
         if !path.exists() {
@@ -103,6 +111,7 @@ pub fn routes(router: Router, dir: &Path, options: &PagesConfig) -> anyhow::Resu
         teams,
         full_body_max: options.full_body_max,
         stream_chunk: options.stream_chunk.max(1),
+        whole: whole.clone(),
     });
     let page = |f: fn(&Data, &Request) -> Result<Response, Error>| {
         let data = data.clone();
@@ -132,8 +141,8 @@ fn missing(name: &str) -> Error {
 /// Renders `t` whole within `--full-body-max` bytes, or streams it.
 fn respond<T: Template + Send + 'static>(data: &Data, t: T) -> Result<Response, Error> {
     Ok(
-        match t.render_or_stream(data.full_body_max, data.stream_chunk)? {
-            Rendered::Whole(list) => Response::html(list),
+        match t.render_or_stream(data.whole.whole_max(data.full_body_max), data.stream_chunk)? {
+            Rendered::Whole(list) => data.whole.respond(list),
             Rendered::Streaming { first, rest } => {
                 Response::html(Body::iter(std::iter::once(Ok(first)).chain(rest)))
             }
@@ -264,7 +273,8 @@ mod tests {
             .unwrap();
             let (runtime, _templates) =
                 crate::pages::router(&dir, &options(full_body_max), &cpu).unwrap();
-            let compiled = routes(Router::new(), &dir, &options(full_body_max)).unwrap();
+            let whole = WholePages::new(crate::whole::DEFAULT_MAX_WHOLE_PAGES);
+            let compiled = routes(Router::new(), &dir, &options(full_body_max), &whole).unwrap();
             for target in [
                 "/blah?iters=3",
                 "/blah?iters=0",

@@ -25,6 +25,7 @@ mod site;
 pub mod static_files;
 pub mod store_figures;
 pub mod templates;
+pub mod whole;
 pub mod work;
 
 pub use site::{Guards, Site, SiteConfig};

@@ -38,6 +38,7 @@ use galleon_offload::{Kind, Pool};
 use galleon_template::{Assigns, ErrorKind, Limits, Rendered, Value};
 
 use crate::templates::{CopyBelow, Templates, is_page_name};
+use crate::whole::WholePages;
 
 /// A page that ends within this many bytes is sent whole with `content-length`; a longer one is
 /// streamed: `--full-body-max`'s default, the one value `galleon-axum` uses too (4 MiB; defined,
@@ -46,13 +47,16 @@ pub use galleon_template::DEFAULT_FULL_BODY_MAX;
 
 /// How the site renders: the bounds `galleon serve` takes as flags (`--chunk-bytes`,
 /// `--full-body-max`, `--value-copy-below`, `--max-template-steps`, `--max-template-memory`,
-/// `--max-partial-depth`, `--watch`); `Default` is the flags' defaults.
+/// `--max-partial-depth`, `--max-whole-pages`, `--watch`); `Default` is the flags' defaults.
 #[derive(Debug, Clone)]
 pub struct PagesConfig {
     /// Bytes rendered per chunk of a streamed page (1 to 64 MiB).
     pub stream_chunk: usize,
     /// Pages that end within this many bytes are sent whole; longer ones are streamed.
     pub full_body_max: usize,
+    /// Bytes of whole pages all connections together may hold unwritten (slow readers' pages);
+    /// past it pages are streamed ([`crate::whole`]).
+    pub max_whole_pages: usize,
     /// Values' strings shorter than this are copied at render time, longer ones referenced.
     pub value_copy_below: usize,
     /// The template engine's step, memory and nesting limits.
@@ -66,6 +70,7 @@ impl Default for PagesConfig {
         PagesConfig {
             stream_chunk: DEFAULT_STREAM_CHUNK,
             full_body_max: DEFAULT_FULL_BODY_MAX,
+            max_whole_pages: crate::whole::DEFAULT_MAX_WHOLE_PAGES,
             value_copy_below: galleon_template::DEFAULT_VALUE_COPY_BELOW,
             limits: Limits::default(),
             watch: false,
@@ -154,6 +159,8 @@ struct Site {
     pool: Vec<Value>,
     stream_chunk: usize,
     full_body_max: usize,
+    /// The whole pages held by all connections, against `--max-whole-pages`.
+    whole: WholePages,
     seq: AtomicU64,
     /// The CPU pool renders may move to.
     cpu: Pool,
@@ -184,17 +191,20 @@ pub fn router(
     options: &PagesConfig,
     cpu: &Pool,
 ) -> anyhow::Result<(Router, Templates)> {
-    mount(Router::new(), dir, options, cpu, &Guard::default())
+    let whole = WholePages::new(options.max_whole_pages);
+    mount(Router::new(), dir, options, cpu, &Guard::default(), &whole)
 }
 
 /// [`router`]'s routes added to `router`, after its own: mount the site's other routes first, so
 /// that they win over a page of the same name. Sets the router's fallback (pages added later).
+/// Whole pages count against `whole` (shared with the compiled pages).
 pub fn mount(
     router: Router,
     dir: &Path,
     options: &PagesConfig,
     cpu: &Pool,
     control: &Guard,
+    whole: &WholePages,
 ) -> anyhow::Result<(Router, Templates)> {
     let copy = CopyBelow {
         text: SERVE_COPY_BELOW,
@@ -213,6 +223,7 @@ pub fn mount(
         pool: string_pool(),
         stream_chunk: options.stream_chunk.max(1),
         full_body_max: options.full_body_max,
+        whole: whole.clone(),
         seq: AtomicU64::new(0x2545_f491_4f6c_dd1d),
         cpu: cpu.clone(),
         dir: dir.to_owned(),
@@ -513,11 +524,12 @@ fn render_page(site: &Site, page: &Page, req: &Request) -> Response {
         };
         let strings = OnceCell::new();
         let assign = |name: &str| assign(site, page, req, name, &strings);
+        let whole_max = site.whole.whole_max(site.full_body_max);
         match compiled
             .engine
-            .render_or_stream(id, assign, site.full_body_max, site.stream_chunk)
+            .render_or_stream(id, assign, whole_max, site.stream_chunk)
         {
-            Ok(Rendered::Whole(list)) => Response::html(list),
+            Ok(Rendered::Whole(list)) => site.whole.respond(list),
             Ok(Rendered::Streaming { first, rest }) => {
                 Response::html(Body::iter(std::iter::once(Ok(first)).chain(rest)))
             }

@@ -14,6 +14,7 @@ use crate::offload::OffloadConfig;
 use crate::pages::PagesConfig;
 use crate::rules::RulesConfig;
 use crate::templates::Templates;
+use crate::whole::WholePages;
 
 /// Everything the site is built from; `Default` is `galleon serve`'s defaults (the site in
 /// `./site`, SIGHUP reloading on).
@@ -103,13 +104,16 @@ impl Site {
         let (cpu, work_limits) = crate::offload::pool(&config.offload, config.bulk_writers)?;
         let (dir, guard) = (&config.dir, &config.diagnostics);
         // The same templates compiled into Rust (`/compiled/...`), beside the runtime pages.
-        let router = crate::compiled_pages::routes(Router::new(), dir, &config.pages)?;
+        // One budget for the whole pages of both (`--max-whole-pages`).
+        let whole = WholePages::new(config.pages.max_whole_pages);
+        let router = crate::compiled_pages::routes(Router::new(), dir, &config.pages, &whole)?;
         let (router, rules) =
             crate::rules::mount(router, dir, &config.rules, config.reload_on_sighup, guard)?;
         let router = crate::offload::mount(router, &cpu, work_limits, guard);
         // The pages last: every other route wins over a page of the same name (`/rules`).
-        let (router, templates) = crate::pages::mount(router, dir, &config.pages, &cpu, guard)
-            .with_context(|| format!("loading the site in {}", dir.display()))?;
+        let (router, templates) =
+            crate::pages::mount(router, dir, &config.pages, &cpu, guard, &whole)
+                .with_context(|| format!("loading the site in {}", dir.display()))?;
         let watch = watch_templates(&templates, config.reload_on_sighup)?;
         Ok(Site {
             router,

@@ -249,3 +249,51 @@ fn static_files_answer_conditional_and_range_requests() {
         .unwrap();
     assert_eq!((r.status, r.body.len()), (200, full.len()));
 }
+
+/// Regression (issue 35, cause 8): a page rendered whole stays in memory until its reader has
+/// taken it, so each slow reader held one (80 clients that pipelined requests and read nothing
+/// held 4.6 MiB each of a 3.6 MB page). Past `--max-whole-pages` pages are streamed instead,
+/// rendered as the client takes them; once the held page is written, pages are whole again.
+#[test]
+fn pages_past_the_whole_pages_budget_are_streamed() {
+    use std::io::Read;
+    // 7.3 MB: more than the kernel's socket buffers take while the client reads nothing.
+    let page = "/dynamic-strings?count=100000";
+    let s = TestSite::start(with(|c| {
+        c.pages.full_body_max = 16 << 20;
+        c.pages.max_whole_pages = 10 << 20;
+    }));
+    let mut stalled = std::net::TcpStream::connect(s.addr).unwrap();
+    stalled.set_read_timeout(Some(support::TIMEOUT)).unwrap();
+    stalled
+        .write_all(
+            format!("GET {page} HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
+    // Its head (written with the body's first bytes) shows the page was rendered whole.
+    let mut head = vec![0u8; 4096];
+    let n = stalled.read(&mut head).unwrap();
+    let head = String::from_utf8_lossy(&head[..n]).to_lowercase();
+    assert!(head.contains("content-length: "), "{head}");
+    // The held page leaves 2.7 MB of the budget: the next render of it streams.
+    let mut c = s.client();
+    let streamed = c.get(page, &[]).unwrap();
+    assert_eq!(streamed.status, 200);
+    assert_eq!(streamed.header("transfer-encoding"), Some("chunked"));
+    assert!(streamed.header("content-length").is_none());
+    // The slow reader takes its page; once it has all of it, the page counts no more.
+    let mut rest = Vec::new();
+    stalled.read_to_end(&mut rest).unwrap();
+    assert!(
+        rest.len() + n > streamed.body.len(),
+        "{} bytes",
+        rest.len() + n
+    );
+    let whole = c.get(page, &[]).unwrap();
+    assert_eq!(whole.status, 200);
+    assert_eq!(
+        whole.header("content-length"),
+        Some(&*streamed.body.len().to_string())
+    );
+    assert_eq!(whole.body.len(), streamed.body.len());
+}
