@@ -14,6 +14,8 @@
 
 use std::fmt;
 
+use galleon_http::{bearer_token, tokens_equal};
+
 use crate::response::ApiResponse;
 
 /// What a route needs.
@@ -227,12 +229,12 @@ impl Access {
         if self.is_role_open(role) {
             return None;
         }
-        let Some(given) = authorization.and_then(bearer) else {
+        let Some(given) = authorization.and_then(bearer_token) else {
             return Some(unauthorized(
                 "this route needs `Authorization: Bearer TOKEN`",
             ));
         };
-        let matches = |t: &Option<String>| t.as_deref().is_some_and(|t| same(t, given));
+        let matches = |t: &Option<String>| t.as_deref().is_some_and(|t| tokens_equal(t, given));
         if matches(&self.admin) || matches(self.token(role)) {
             return None;
         }
@@ -243,25 +245,6 @@ impl Access {
             unauthorized("unknown token")
         })
     }
-}
-
-/// The token of `Bearer TOKEN`, if the header value has that shape.
-fn bearer(value: &[u8]) -> Option<&str> {
-    let value = std::str::from_utf8(value).ok()?;
-    let (scheme, token) = value.trim().split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
-        .filter(|t| !t.is_empty())
-}
-
-/// Equal strings, compared in time that depends on the length only (not on where they differ).
-fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
 }
 
 fn unauthorized(message: &str) -> ApiResponse {
@@ -413,7 +396,8 @@ mod tests {
             e.to_string(),
             "the read token: the read role is opened, so it takes no token"
         );
-        assert!(same("abc", "abc") && !same("abc", "abd") && !same("abc", "abcd"));
-        assert_eq!(bearer(format!("bearer  {R} ").as_bytes()), Some(R));
+        assert!(tokens_equal("abc", "abc") && !tokens_equal("abc", "abd"));
+        assert!(!tokens_equal("abc", "abcd"));
+        assert_eq!(bearer_token(format!("bearer  {R} ").as_bytes()), Some(R));
     }
 }

@@ -97,8 +97,8 @@ impl Guard {
         authorization: Option<&[u8]>,
     ) -> Result<(), (u16, &'static str)> {
         if let Some(token) = &self.token {
-            return match authorization.and_then(bearer) {
-                Some(given) if same(token, given) => Ok(()),
+            return match authorization.and_then(bearer_token) {
+                Some(given) if tokens_equal(token, given) => Ok(()),
                 Some(_) => Err((401, "unknown token")),
                 None => Err((401, "this route needs `Authorization: Bearer TOKEN`")),
             };
@@ -132,8 +132,15 @@ pub fn is_loopback(ip: IpAddr) -> bool {
     }
 }
 
-/// The token of `Bearer TOKEN`, if the header value has that shape.
-fn bearer(value: &[u8]) -> Option<&str> {
+/// The token of an `Authorization: Bearer TOKEN` header's value, if it has that shape (the
+/// scheme in any case, spaces around the token ignored, an empty token none).
+///
+/// # Examples
+/// ```
+/// assert_eq!(galleon_http::bearer_token(b"Bearer abc"), Some("abc"));
+/// assert_eq!(galleon_http::bearer_token(b"Basic abc"), None);
+/// ```
+pub fn bearer_token(value: &[u8]) -> Option<&str> {
     let value = std::str::from_utf8(value).ok()?;
     let (scheme, token) = value.trim().split_once(' ')?;
     scheme
@@ -142,8 +149,9 @@ fn bearer(value: &[u8]) -> Option<&str> {
         .filter(|t| !t.is_empty())
 }
 
-/// Equal strings, compared in time that depends on the length only (not on where they differ).
-fn same(a: &str, b: &str) -> bool {
+/// Whether two tokens are equal, compared in time that depends on the length only (not on
+/// where they differ), so a client cannot find a secret token byte by byte by timing.
+pub fn tokens_equal(a: &str, b: &str) -> bool {
     a.len() == b.len()
         && a.bytes()
             .zip(b.bytes())

@@ -97,7 +97,9 @@ pub use config::{
     ServerConfig, default_bulk_writers,
 };
 pub use galleon_iolist::{IoList, WritePolicy, WriteStats};
-pub use guard::{Guard, InvalidGuardToken, MIN_GUARD_TOKEN_LEN, is_loopback};
+pub use guard::{
+    Guard, InvalidGuardToken, MIN_GUARD_TOKEN_LEN, bearer_token, is_loopback, tokens_equal,
+};
 pub use h1::STREAM_CHUNK_KIND;
 pub use observe::{Exchange, Observer};
 pub use request::{Method, Request, parse_query, percent_decode, query_value, split_query};
