@@ -17,6 +17,7 @@
 //! ```
 
 pub mod assign;
+pub mod coalesce;
 pub mod compiled_pages;
 pub mod offload;
 pub mod pages;

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use galleon_state::{LocalCache, Shared, Snapshot};
 use galleon_template::{Engine, Limits, TemplateId};
 
-use crate::rules::coalesce::{Coalesced, Lost};
+use crate::coalesce::{Coalesced, Lost};
 
 thread_local! {
     /// Each worker thread's reference to the current templates: one atomic load per request
@@ -149,7 +149,7 @@ impl Templates {
 
     /// [`Templates::reload`] on tokio's blocking pool, shared with every concurrent caller: the
     /// outcome of a reload that started after this call (at most one runs and one more is
-    /// pending, however many ask; see [`crate::rules::coalesce`]). `Err(Lost)` when it panicked.
+    /// pending, however many ask; see [`crate::coalesce`]). `Err(Lost)` when it panicked.
     pub async fn reload_shared(&self) -> Result<Result<u64, String>, Lost> {
         self.inner.reloads.run().await
     }

@@ -8,7 +8,7 @@
 //! - `GET /rules`: the version, revision, rule count and fields, and the reloads run and waiting.
 //! - `POST /rules/reload`: reloads now, for loopback peers only (403 otherwise): 200 with the new
 //!   version, or 422 with the located error while the old version goes on serving. Concurrent
-//!   posts share reloads ([`coalesce`]): at most one runs and one more is pending.
+//!   posts share reloads ([`crate::coalesce`]): at most one runs and one more is pending.
 //! - The file is also reloaded when it changes (polled every `--rules-poll-ms`) and on SIGHUP.
 //!
 //! `--rules-mode` picks how a request reaches the rules, for the comparison the seed made:
@@ -19,6 +19,7 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -29,11 +30,10 @@ use galleon_http::{
 use galleon_state::{Reloader, Shared, Watch};
 
 pub mod bench;
-pub mod coalesce;
 pub mod generate;
 mod set;
 
-use coalesce::Coalesced;
+use crate::coalesce::Coalesced;
 use set::{RuleSet, SetLimits};
 
 /// Header naming the version (1, 2, ... per reload) that produced a response.
@@ -168,7 +168,9 @@ pub fn mount(
     }
     {
         let set = reloader.shared().snapshot();
-        eprintln!(
+        // Ignoring a failed write: a stderr nobody reads must not stop the site.
+        let _ = writeln!(
+            std::io::stderr(),
             "galleon: rules {} ({} rules, revision {}, mode {:?})",
             path.display(),
             set.len(),
