@@ -7,6 +7,15 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// `eprintln!` that ignores a failed write: a server's stderr may be a pipe nobody reads any
+/// more, and a line of advice must not panic it (`eprintln!` panics on a broken pipe).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod events;
 mod hops;
 mod render;
@@ -62,7 +71,7 @@ fn main() -> ExitCode {
             {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("error: {err:#}");
+            say!("error: {err:#}");
             ExitCode::FAILURE
         }
     }

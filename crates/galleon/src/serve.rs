@@ -311,7 +311,7 @@ fn fit_connections(wanted: usize) -> usize {
     let limit = match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(limit) => limit,
         Err(e) => {
-            eprintln!(
+            say!(
                 "galleon: cannot read the open-file limit ({e}); keeping --max-connections {wanted}"
             );
             return wanted;
@@ -321,7 +321,7 @@ fn fit_connections(wanted: usize) -> usize {
         .unwrap_or(usize::MAX)
         .max(1);
     if wanted > room {
-        eprintln!(
+        say!(
             "galleon: --max-connections {wanted} lowered to {room} to fit the open-file limit of {limit} (raise it with ulimit -n)"
         );
         room
@@ -562,7 +562,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         let router = match crate::events::open(&events).await? {
             Some(store) => {
                 events_source = Some(galleon_site::store_figures::source(store.clone()));
-                eprintln!(
+                say!(
                     "galleon: event store {} ({}), API {}",
                     galleon_eventstore_http::redact(&events.url),
                     store.backend_name(),
@@ -601,12 +601,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         let addr = listener.local_addr()?;
         // Before the serving line: that line is the last of the start-up (tests and scripts read
         // up to it and may close the pipe).
-        eprintln!(
+        say!(
             "galleon: diagnostics {}, reloads {}",
             diagnostics_guard.describe(),
             diagnostics_guard.closed().describe()
         );
-        eprintln!(
+        say!(
             "galleon: serving {} at http://{addr}/ (write policy {:?}{}{})",
             args.site.display(),
             policy,
@@ -636,14 +636,16 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         let summary = server
             .serve(listener, async {
                 shutdown_signal().await;
-                eprintln!("galleon: shutting down (in-flight responses finish first)");
+                say!("galleon: shutting down (in-flight responses finish first)");
             })
             .await?;
         // Queued jobs are cancelled (their connections are gone); running ones finish.
         tokio::task::spawn_blocking(move || cpu.join()).await?;
-        eprintln!(
+        say!(
             "galleon: stopped after {} connections ({} refused, {} aborted at shutdown)",
-            summary.connections, summary.refused, summary.aborted
+            summary.connections,
+            summary.refused,
+            summary.aborted
         );
         anyhow::Ok(())
     })

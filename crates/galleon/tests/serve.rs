@@ -217,6 +217,61 @@ fn sigterm_shuts_down_gracefully() {
     assert!(std::net::TcpStream::connect(addr).is_err());
 }
 
+/// Regression: a line written after the reader of stderr went away (a supervisor that stops
+/// reading, a test that reads to the "serving" line and closes its pipe) panicked on the broken
+/// pipe, so SIGTERM ended the server with a panic instead of a clean stop. What galleon prints
+/// is advice; a stderr nobody reads must not stop it.
+#[test]
+fn a_closed_stderr_does_not_stop_the_server() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = galleon()
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--events",
+            "off",
+            "--site",
+        ])
+        .arg(site_dir())
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr: std::net::SocketAddr = loop {
+        let line = lines
+            .next()
+            .expect("stderr ended before the serving line")
+            .unwrap();
+        if let Some(rest) = line.split("at http://").nth(1) {
+            break rest.split('/').next().unwrap().parse().unwrap();
+        }
+    };
+    drop(lines);
+    let mut c = Client::connect(addr, Duration::from_secs(30)).unwrap();
+    assert_eq!(c.get("/blah?iters=1", &[]).unwrap().status, 200);
+    drop(c);
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("galleon serve did not exit after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+}
+
 /// Regression: `--header-timeout 1e19` was accepted, and then every connection task panicked
 /// on the deadline arithmetic. Out-of-range durations and sizes are refused at start, with the
 /// flag named, before anything listens.

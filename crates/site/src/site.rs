@@ -3,6 +3,7 @@
 //! [`SiteConfig`], with the CPU pool they run on and the reload triggers that must live as long
 //! as the server.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -148,6 +149,10 @@ fn watch_templates(templates: &Templates, on_sighup: bool) -> anyhow::Result<Opt
             let _ = polled.reload_if_changed();
         },
     )?;
-    eprintln!("galleon: watching the templates for changes");
+    // Ignoring a failed write: a stderr nobody reads must not stop the site.
+    let _ = writeln!(
+        std::io::stderr(),
+        "galleon: watching the templates for changes"
+    );
     Ok(Some(watch))
 }
