@@ -93,7 +93,8 @@
 //!   trim_trailing/split/replace/contains?/starts_with?/ends_with?/duplicate/pad_leading/
 //!   pad_trailing/reverse/slice/first/last/at/to_integer` (`slice` with a range too; `split`
 //!   with `trim: true`); `Integer.to_string/parse`;
-//!   `Float.round/floor/ceil/to_string`; `:erlang.float_to_binary(x, decimals: n)` (prices);
+//!   `Float.round/floor/ceil/to_string`; `:erlang.float_to_binary(x, decimals: n)` (prices, rounded as the Erlang VM rounds them: `0.075`
+//!   with 2 decimals is `0.08`, though the float is below 0.075);
 //!   `Map.get/has_key?/keys/values`;
 //!   `List.first/last/flatten`; `raw(x)` and `Phoenix.HTML.raw(x)` (no escaping); functions
 //!   registered from Rust ([`EngineBuilder::function`]); and

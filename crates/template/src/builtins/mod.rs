@@ -6,7 +6,7 @@
 pub(crate) mod collections;
 mod text;
 
-use crate::float::float_string;
+use crate::float::{MAX_DECIMALS, float_string, float_to_decimals};
 use crate::ops::{describe, to_string};
 use crate::value::Value;
 
@@ -487,7 +487,18 @@ pub(crate) fn call(b: Builtin, args: Vec<Value>) -> Result<Value, Failure> {
             };
             let opts = arg();
             match option(&opts, "decimals")? {
-                Some(Value::Int(d)) if (0..=253).contains(d) => Value::from(fixed(x, *d as usize)),
+                Some(Value::Int(d)) if (0..=MAX_DECIMALS as i64).contains(d) => {
+                    match float_to_decimals(x, *d as usize) {
+                        Some(text) => Value::from(text),
+                        None => {
+                            return Err(format!(
+                                "{} with {d} decimals is longer than 255 bytes, which \
+                                 Erlang's float_to_binary refuses (badarg)",
+                                float_string(x)
+                            ));
+                        }
+                    }
+                }
                 Some(other) => return Err(expected("decimals: 0 to 253", other)),
                 None => return Err("expects the option decimals: N".to_owned()),
             }
@@ -536,7 +547,8 @@ fn round_half_up(x: f64, digits: i32) -> f64 {
 }
 
 /// `x` with `digits` decimals, its exact value rounded half away from zero (`fixed(0.125, 2)`
-/// is "0.13", `fixed(2.5, 0)` is "3"), as Erlang's `float_to_binary(x, decimals: n)` writes it.
+/// is "0.13", `fixed(2.5, 0)` is "3"): `Float.round/2`'s rule. (Erlang's `float_to_binary`
+/// rounds otherwise: [`float_to_decimals`].)
 fn fixed(x: f64, digits: usize) -> String {
     // Rust prints a float's exact decimal expansion when asked for enough digits.
     let exact = format!("{:.1100}", x.abs());
