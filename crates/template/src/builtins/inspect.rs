@@ -8,7 +8,9 @@
 //! - floats as `inspect` prints them: an integral float below 1e16 in full (`1000.0`, where
 //!   `to_string` writes `1.0e3`), any other as `to_string`;
 //! - lists `[1, 2]`, keyword lists `[a: 1]`, lists of printable ASCII codes as charlists
-//!   (`'hi'`), tuples `{:ok, 1}`; at most 50 elements each, then `...`;
+//!   (`'hi'`), tuples `{:ok, 1}`; at most 50 elements, then `...`, and as Elixir's
+//!   `container_doc`, element `k` is printed with a limit of `50 - k - 1`, so deep in a long
+//!   list the nested collections shorten (`[1, 2, ...], [1, ...], [...], ...]`);
 //! - maps `%{a: 1, "b c": 2}`: galleon's map keys are strings, printed as the atom keys Phoenix's
 //!   assigns have (see the crate docs' differences from EEx), in key order, at most 50 entries.
 //!
@@ -32,7 +34,7 @@ pub(super) fn inspect(v: &Value) -> Result<String, Failure> {
         out: String::new(),
         charged: 0,
     };
-    p.value(v)?;
+    p.value(v, LIMIT)?;
     p.charge()?;
     Ok(p.out)
 }
@@ -51,55 +53,61 @@ impl Printer {
         Ok(())
     }
 
-    fn value(&mut self, v: &Value) -> Result<(), Failure> {
+    /// Prints `v`, its collections cut after `limit` elements.
+    fn value(&mut self, v: &Value, limit: usize) -> Result<(), Failure> {
         match v {
             Value::Nil => self.out.push_str("nil"),
             Value::Bool(b) => self.out.push_str(if *b { "true" } else { "false" }),
             Value::Int(i) => self.out.push_str(&i.to_string()),
             Value::Float(x) => self.out.push_str(&float(*x)),
-            Value::Str(s) => self.string(&s.bytes()[..]),
+            Value::Str(s) => self.string(&s.bytes()[..], limit),
             Value::Atom(a) => atom(a.as_str(), &mut self.out),
-            Value::Safe(html) => {
-                self.out.push_str("{:safe, ");
-                self.string(&html.to_bytes()[..]);
-                self.out.push('}');
-            }
+            // The pair `{:safe, iodata}` it is in Phoenix, cut as a tuple is.
+            Value::Safe(html) => match limit {
+                0 => self.out.push_str("{...}"),
+                1 => self.out.push_str("{:safe, ...}"),
+                _ => {
+                    self.out.push_str("{:safe, ");
+                    self.string(&html.to_bytes()[..], limit - 2);
+                    self.out.push('}');
+                }
+            },
             Value::Tuple(items) => {
                 self.out.push('{');
-                self.items(items, Printer::value)?;
+                self.items(items, limit, Printer::value)?;
                 self.out.push('}');
             }
             Value::List(items) if charlist(items) => self.charlist(items),
             Value::List(items) if keyword(items) => {
                 self.out.push('[');
-                self.items(items, |p, pair| match pair {
+                self.items(items, limit, |p, pair, limit| match pair {
                     Value::Tuple(kv) => {
                         key(atom_name(&kv[0]), &mut p.out);
-                        p.value(&kv[1])
+                        p.value(&kv[1], limit)
                     }
-                    other => p.value(other),
+                    other => p.value(other, limit),
                 })?;
                 self.out.push(']');
             }
             Value::List(items) => {
                 self.out.push('[');
-                self.items(items, Printer::value)?;
+                self.items(items, limit, Printer::value)?;
                 self.out.push(']');
             }
             Value::Map(m) => {
                 self.out.push_str("%{");
-                let mut first = true;
+                let mut left = limit;
                 for (i, (k, item)) in m.iter().enumerate() {
-                    if !first {
+                    if i > 0 {
                         self.out.push_str(", ");
                     }
-                    first = false;
-                    if i == LIMIT {
+                    if left == 0 {
                         self.out.push_str("...");
                         break;
                     }
+                    left -= 1;
                     key(k.as_str(), &mut self.out);
-                    self.value(item)?;
+                    self.value(item, left)?;
                     self.charge()?;
                 }
                 self.out.push('}');
@@ -108,28 +116,33 @@ impl Printer {
         Ok(())
     }
 
-    /// `items` separated by `, `, the first [`LIMIT`] of them, then `...`.
+    /// `items` separated by `, `, the first `limit` of them, then `...`; each printed with
+    /// the limit left after it.
     fn items(
         &mut self,
         items: &[Value],
-        mut each: impl FnMut(&mut Printer, &Value) -> Result<(), Failure>,
+        limit: usize,
+        mut each: impl FnMut(&mut Printer, &Value, usize) -> Result<(), Failure>,
     ) -> Result<(), Failure> {
+        let mut left = limit;
         for (i, item) in items.iter().enumerate() {
             if i > 0 {
                 self.out.push_str(", ");
             }
-            if i == LIMIT {
+            if left == 0 {
                 self.out.push_str("...");
                 break;
             }
-            each(self, item)?;
+            left -= 1;
+            each(self, item, left)?;
             self.charge()?;
         }
         Ok(())
     }
 
-    /// A string, quoted when printable (checked over the characters printed), else its bytes.
-    fn string(&mut self, bytes: &[u8]) {
+    /// A string, quoted when printable (checked over the characters printed), else its bytes,
+    /// the first `limit` of them.
+    fn string(&mut self, bytes: &[u8], limit: usize) {
         let text = std::str::from_utf8(bytes)
             .ok()
             .filter(|t| t.chars().take(PRINTABLE_LIMIT).all(printable));
@@ -155,7 +168,7 @@ impl Printer {
                     if i > 0 {
                         self.out.push_str(", ");
                     }
-                    if i == LIMIT {
+                    if i == limit {
                         self.out.push_str("...");
                         break;
                     }
@@ -355,6 +368,12 @@ mod tests {
         }
         let long = inspect(&ints(&(1..=51).collect::<Vec<_>>())).unwrap();
         assert!(long.ends_with("49, 50, ...]"), "{long}");
+        let nested = Value::list((0..60).map(|_| ints(&[1, 2, 3])));
+        let nested = inspect(&nested).unwrap();
+        assert!(
+            nested.ends_with("[1, 2, 3], [1, 2, ...], [1, ...], [...], ...]"),
+            "{nested}"
+        );
         let text = inspect(&s(&"x".repeat(5000))).unwrap();
         assert!(text.ends_with("xx\" <> ...") && text.len() == 4096 + 9);
     }
