@@ -5,7 +5,7 @@
 //! built-in that takes a function (`Enum.map(xs, fn x -> ... end)`) compiles to
 //! `CodeKind::HigherOrder`, told apart here so that other built-ins pay no check.
 
-use super::suggest::suggest;
+use super::suggest::{phoenix_helper, suggest};
 use crate::ast::{BinOp, Expr, ExprKind, FnClause, Pattern, Qualifier, Span};
 use crate::builtins::{self, Builtin};
 use crate::function::Function;
@@ -339,6 +339,10 @@ impl Names<'_> {
         candidates.extend(registered.iter().map(|(n, a)| (*n, &a[..])));
         let hint = match suggest(name, arity, candidates) {
             Some(s) => format!(": did you mean `{s}`?"),
+            None if phoenix_helper(name) => format!(
+                ": `{name}` is a Phoenix.HTML helper, which galleon does not have (only `raw`); \
+                 an application registers its own with `EngineBuilder::function`"
+            ),
             None => String::new(),
         };
         SyntaxError::new(

@@ -4,6 +4,46 @@
 //! `Enum.join`, `lenght` for `length`), and none otherwise (`link`, a Phoenix helper that is
 //! not built in, suggests nothing).
 
+/// The helpers of Phoenix.HTML (2.x and 3.x) and Phoenix.LiveView that Phoenix 1.4-1.6 pages
+/// call; galleon has `raw` only, so a call of one gets its own explanation.
+const PHOENIX_HELPERS: &[&str] = &[
+    "link",
+    "button",
+    "content_tag",
+    "tag",
+    "img_tag",
+    "form_for",
+    "form_tag",
+    "text_input",
+    "email_input",
+    "password_input",
+    "hidden_input",
+    "number_input",
+    "textarea",
+    "label",
+    "submit",
+    "reset",
+    "select",
+    "checkbox",
+    "radio_button",
+    "csrf_meta_tag",
+    "csrf_token_value",
+    "html_escape",
+    "safe_to_string",
+    "javascript_escape",
+    "error_tag",
+    "live_render",
+    "live_component",
+    "live_patch",
+    "live_redirect",
+    "live_title_tag",
+];
+
+/// Whether `name` is a Phoenix.HTML or LiveView helper (`link`, `Phoenix.HTML.Link.link`).
+pub(super) fn phoenix_helper(name: &str) -> bool {
+    name.starts_with("Phoenix.HTML.") || PHOENIX_HELPERS.contains(&name)
+}
+
 /// The candidate `(name, arities)` nearest to `name`, shown as `name/arity` (the arity
 /// called with when the candidate takes it, else its first), if one is near enough.
 pub(super) fn suggest<'a>(
@@ -84,5 +124,7 @@ mod tests {
         assert_eq!(s("lenght", 2).as_deref(), Some("length/1"));
         assert_eq!(s("Enum.cont", 2).as_deref(), Some("Enum.count/2"));
         assert_eq!(s("link", 2), None);
+        assert!(phoenix_helper("link") && phoenix_helper("Phoenix.HTML.Tag.content_tag"));
+        assert!(!phoenix_helper("Enum.join"));
     }
 }
