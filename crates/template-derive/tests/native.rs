@@ -573,3 +573,43 @@ fn repeated_blocks_inside_loops_resume_in_place() {
     check(NESTED_REPEAT, &NestedRepeat { n: 3, m: 20_000 });
     check(NESTED_REPEAT, &NestedRepeat { n: 2, m: 0 });
 }
+
+// The helpers of Phoenix pages (issue 36) through `#[derive(Template)]`: calls on fields render
+// through the engine, constant calls are rendered at build time; both as the engine renders.
+
+const HELPERS: &str = "<%= :erlang.float_to_binary(@price, decimals: 2) %>|\
+<%= Enum.intersperse(@tags, \", \") %>|<%= Enum.map_intersperse(@tags, \"/\", &String.upcase/1) %>|\
+<%= inspect(@tags) %>|<%= Integer.to_string(@n, 16) %>|<%= Integer.digits(@n) |> Enum.join(\",\") %>|\
+<%= String.starts_with?(@path, [\"/x\", \"/admin\"]) %>|<%= Enum.each(@tags, & &1) %>|\
+<%= inspect({:ok, 1.0e3}) %>|<%= String.graphemes(\"abc\") |> Enum.join(\" \") %>";
+
+#[derive(Template, Serialize, Clone)]
+#[template(source = "<%= :erlang.float_to_binary(@price, decimals: 2) %>|\
+<%= Enum.intersperse(@tags, \", \") %>|<%= Enum.map_intersperse(@tags, \"/\", &String.upcase/1) %>|\
+<%= inspect(@tags) %>|<%= Integer.to_string(@n, 16) %>|<%= Integer.digits(@n) |> Enum.join(\",\") %>|\
+<%= String.starts_with?(@path, [\"/x\", \"/admin\"]) %>|<%= Enum.each(@tags, & &1) %>|\
+<%= inspect({:ok, 1.0e3}) %>|<%= String.graphemes(\"abc\") |> Enum.join(\" \") %>")]
+struct Helpers {
+    price: f64,
+    tags: Vec<String>,
+    n: i64,
+    path: String,
+}
+
+#[test]
+fn phoenix_helpers_render_through_the_derive() {
+    let out = check(
+        HELPERS,
+        &Helpers {
+            price: 0.075,
+            tags: vec!["a&b".into(), "c".into()],
+            n: 255,
+            path: "/admin/users".into(),
+        },
+    );
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "0.08|a&amp;b, c|A&amp;B/C|[&quot;a&amp;b&quot;, &quot;c&quot;]|FF|2,5,5|true|ok|\
+         {:ok, 1000.0}|a b c"
+    );
+}

@@ -77,9 +77,87 @@ pub(crate) fn float_string(x: f64) -> String {
     String::from_utf8(b).unwrap_or_default()
 }
 
+/// The most decimals `float_to_binary(x, decimals: n)` takes (Erlang's limit).
+pub(crate) const MAX_DECIMALS: usize = 253;
+
+/// Erlang's `float_to_binary(x, [{decimals, n}])` (OTP 25's `sys_double_to_chars_fast`), which
+/// Phoenix pages use for prices; `None` where Erlang raises `badarg` (a text of 256 bytes or
+/// more, as `1.0e300` gives: the VM formats into a 256-byte buffer).
+///
+/// Erlang does not round the float's exact value. Up to 2^53 and with fewer than 19 decimals,
+/// it splits the magnitude into its integer part and its fraction, multiplies the fraction by
+/// `10^n` *in floating point* and rounds that product half away from zero (C's `round`), so
+/// `0.075` (a little below 0.075 exactly) with 2 decimals is `0.08`, as are `1.115` and
+/// `0.045`; with no decimals it rounds the magnitude half away from zero (`2.5` is `3`).
+/// Larger values, and more decimals, are printed by `printf("%.*f")`: the exact value, a tie
+/// going to the even digit (what Rust's `{:.n}` does too). The sign is the float's sign bit, so
+/// `-0.0` and `-0.001` with 2 decimals are `-0.00`. Checked against `erl` by
+/// `tests/float_decimals.rs`.
+pub(crate) fn float_to_decimals(x: f64, decimals: usize) -> Option<String> {
+    const POW10: [f64; 19] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+        1e17, 1e18,
+    ];
+    /// 2^53: past it a double has no fraction and the fast path's integers would not be exact.
+    const MAX_FAST: f64 = 9_007_199_254_740_992.0;
+    let magnitude = x.abs();
+    if magnitude > MAX_FAST || decimals >= POW10.len() || !x.is_finite() {
+        // An integer part of 256 digits or more cannot fit, whatever the decimals: refused
+        // before formatting, so a huge float costs no 300-byte string.
+        if magnitude >= 1.0e256 {
+            return None;
+        }
+        let s = format!("{x:.decimals$}");
+        return (s.len() < 256).then_some(s);
+    }
+    let sign = if x.is_sign_negative() { "-" } else { "" };
+    // `magnitude <= 2^53` here, so the conversions below are exact.
+    if decimals == 0 {
+        return Some(format!("{sign}{}", magnitude.round() as u64));
+    }
+    let int = magnitude.floor();
+    let scale = POW10[decimals];
+    let frac = ((magnitude - int) * scale).round();
+    let (int, frac) = if frac >= scale {
+        (int as u64 + 1, 0)
+    } else {
+        (int as u64, frac as u64)
+    };
+    Some(format!("{sign}{int}.{frac:0decimals$}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimals_round_as_erlang_does() {
+        // Each checked against `float_to_binary/2` in OTP 25.
+        for (x, n, s) in [
+            (0.075, 2, "0.08"),
+            (1.115, 2, "1.12"),
+            (0.045, 2, "0.05"),
+            (0.015, 2, "0.02"),
+            (0.125, 2, "0.13"),
+            (2.5, 0, "3"),
+            (-2.5, 0, "-3"),
+            (-0.001, 2, "-0.00"),
+            (-0.0, 0, "-0"),
+            (0.995, 2, "1.00"),
+            (1.0e20, 2, "100000000000000000000.00"),
+            (1.0e15 + 0.125, 2, "1000000000000000.13"),
+            (f64::powi(2.0, -20), 19, "0.0000009536743164062"),
+        ] {
+            assert_eq!(float_to_decimals(x, n).as_deref(), Some(s), "{x:?} {n}");
+        }
+        assert_eq!(float_to_decimals(1.0e300, 0), None);
+        assert_eq!(float_to_decimals(2.0e243, 11), None);
+        assert_eq!(float_to_decimals(2.0e243, 10).map(|s| s.len()), Some(255));
+        assert_eq!(
+            float_to_decimals(1.0e-300, MAX_DECIMALS).map(|s| s.len()),
+            Some(255)
+        );
+    }
 
     #[test]
     fn prints_like_elixir() {

@@ -53,7 +53,7 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 298
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 342
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
 //! reproducing Phoenix.HTML's) and compares the bytes; the differences left are listed below.
 //!
@@ -82,19 +82,23 @@
 //!   `nil`), `+ - * /` (`/` always gives a float), `== != === !==` (`1 == 1.0`, `1 !== 1.0`),
 //!   `< <= > >=`, strict `and or not`, truthy `&& || !`, `<>`, `++`, `in` / `not in` (a list,
 //!   a map or a range `a..b`), the pipe `x |> f(y)`, one-line `if c, do: a, else: b`.
-//! - **Functions**: `to_string`, `length`, `div`, `rem`, `abs`, `round`, `trunc`, `max`, `min`,
+//! - **Functions**: `to_string`, `inspect` (as Elixir 1.14 prints values, for debug panels),
+//!   `length`, `div`, `rem`, `abs`, `round`, `trunc`, `max`, `min`,
 //!   `hd`, `tl`, `elem`, `is_nil` and the other `is_*` guards, `map_size`, `tuple_size`,
 //!   `byte_size`; `Enum.count/join/at/reverse/sum/min/max/sort/uniq/take/drop/empty?/member?/
-//!   with_index/to_list/concat/zip/chunk_every/slice/frequencies` (a range may be the
-//!   enumerable: `Enum.sum(1..10)`; `with_index` takes an offset, `slice` an index and a count
-//!   or a range), and with a function `Enum.map/filter/reject/find/find_index/any?/all?/count/
-//!   flat_map/sort_by/sort/reduce/map_join/min_by/max_by/uniq_by/take_while/drop_while/group_by`;
+//!   with_index/to_list/concat/zip/chunk_every/slice/frequencies/intersperse/split/into` (a
+//!   range may be the enumerable: `Enum.sum(1..10)`; `with_index` takes an offset, `slice` an
+//!   index and a count or a range, `into` a map or a list), and with a function
+//!   `Enum.map/filter/reject/find/find_index/any?/all?/count/flat_map/sort_by/sort/reduce/
+//!   map_join/map_intersperse/min_by/max_by/uniq_by/take_while/drop_while/group_by/each`;
 //!   `String.length/upcase/downcase/capitalize/trim/trim_leading/
 //!   trim_trailing/split/replace/contains?/starts_with?/ends_with?/duplicate/pad_leading/
-//!   pad_trailing/reverse/slice/first/last/at/to_integer` (`slice` with a range too; `split`
-//!   with `trim: true`); `Integer.to_string/parse`;
-//!   `Float.round/floor/ceil/to_string`; `:erlang.float_to_binary(x, decimals: n)` (prices);
-//!   `Map.get/has_key?/keys/values`;
+//!   pad_trailing/reverse/slice/first/last/at/to_integer/graphemes` (`slice` with a range too;
+//!   `split` with `trim: true`; `contains?`, `starts_with?` and `ends_with?` with a list of
+//!   patterns too); `Integer.to_string/1,2` (a base from 2 to 36), `Integer.parse/digits`;
+//!   `Float.round/floor/ceil/to_string`; `:erlang.float_to_binary(x, decimals: n)` (prices,
+//!   rounded as the Erlang VM rounds them: `0.075` with 2 decimals is `0.08`, though the float
+//!   is a little below 0.075); `Map.get/has_key?/keys/values/new` (`new` with a function too);
 //!   `List.first/last/flatten`; `raw(x)` and `Phoenix.HTML.raw(x)` (no escaping); functions
 //!   registered from Rust ([`EngineBuilder::function`]); and
 //!   `render("partial.html.eex", key: value)`, looked up relative to the calling template's
@@ -132,7 +136,8 @@
 //!   template it is almost always a bug (a number that arrived as a string). `==` across
 //!   types is fine (false), and `Enum.sort`/`max`/`min` do use the term order.
 //! - **`String.length` and the other `String` positions count code points**, not grapheme
-//!   clusters: `"e\u0301"` is 2, not 1. The same for precomposed text, which is most text.
+//!   clusters: `"e\u0301"` is 2, not 1, and `String.graphemes` splits it in two. The same for
+//!   precomposed text, which is most text.
 //! - **A block opened with `<%` is not evaluated at all.** EEx evaluates it and drops its
 //!   output, so an error inside still fails there; galleon checks its syntax and skips it.
 //! - **`%>` inside a string literal does not end the tag** (`<%= "%>" %>` works); EEx ends the
@@ -151,10 +156,17 @@
 //!   Elixir map has atom or string keys, not both), and a map literal's atom keys become
 //!   strings. `for {k, v} <- map` gives string keys. So `Enum.group_by` and
 //!   `Enum.frequencies` take string or atom keys only (an integer key is an error: as a string
-//!   it would change the key's type and the map's order).
-//! - Not supported (a located error): anonymous functions (`fn`, `&`), `Enum.map`/`filter`
-//!   and other functions taking functions, ranges outside `for`, `in` and `Enum` arguments,
-//!   `<%= for x <- xs, do: x %>`, big integers, sigils, `with`, `try`, structs.
+//!   it would change the key's type and the map's order). `inspect` prints every map with atom
+//!   keys (`%{a: 1, "b c": 2}`), as a Phoenix page's assigns and structs have them, so a map
+//!   written `%{"a" => 1}` prints as `%{a: 1}`; and in key order even past 32 keys, where
+//!   Elixir prints a large map in hash order.
+//! - Not supported (a located error): functions as values outside the arguments of the
+//!   functions above, ranges outside `for`, `in` and `Enum` arguments, keyword-list literals
+//!   (`[a: 1]`; keyword options of a call are fine), big integers, sigils, `with`, `try`,
+//!   structs; functions of Phoenix.HTML other than `raw` (`link`, `content_tag`: register
+//!   them with [`EngineBuilder::function`]). A call of an unknown function is a located error
+//!   that names the nearest known function when one is close (`Enum.jion`: did you mean
+//!   `Enum.join/2`?).
 //!
 //! ## Performance model
 //! Compiling turns a template into a flat list of instructions with jumps. Each instruction

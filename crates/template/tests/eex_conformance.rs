@@ -47,6 +47,10 @@ const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
         "String.length counts code points, not grapheme clusters",
     ),
     (
+        "string_graphemes_combining",
+        "String.graphemes splits into code points, not grapheme clusters",
+    ),
+    (
         "compare_across_types",
         "comparing values of different types (1 < \"a\") is an error, not Erlang's term order",
     ),
@@ -73,6 +77,10 @@ const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
     (
         "for_decreasing_range",
         "`for` over `first..last` with first > last runs no iteration (Elixir counts down, which its Range docs deprecate)",
+    ),
+    (
+        "inspect_string_keyed_map",
+        "maps have string keys: inspect prints every map with atom keys (%{a: 1}), as Phoenix's assigns have",
     ),
     (
         "kernel_length_string",

@@ -89,6 +89,61 @@ fn unknown_or_wrong_arity_functions_fail_to_compile() {
     assert_eq!(render(&e, &Assigns::new()).unwrap(), "&lt;a&gt;");
 }
 
+/// Regression: `link "Home", to: "/"` (a Phoenix helper galleon does not have) said "`link`
+/// takes no keyword arguments"; an unknown name is unknown, with the nearest known one.
+#[test]
+fn unknown_functions_say_so_and_suggest_the_nearest_name() {
+    let message = |source: &str| {
+        Engine::builder()
+            .function("money", |cents: i64| cents.to_string())
+            .from_source("t.html.eex", source)
+            .unwrap_err()
+            .to_string()
+    };
+    let e = message("<nav>\n  <%= link \"Home\", to: \"/\" %></nav>");
+    assert!(
+        e.starts_with(
+            "t.html.eex:2:7: unknown function `link/2`: `link` is a Phoenix.HTML helper, which \
+             galleon does not have (only `raw`); an application registers its own with \
+             `EngineBuilder::function`\n"
+        ),
+        "{e}"
+    );
+    let e = message("<%= Enum.jion(@tags, \", \") %>");
+    assert!(
+        e.starts_with(
+            "t.html.eex:1:5: unknown function `Enum.jion/2`: did you mean `Enum.join/2`?"
+        ),
+        "{e}"
+    );
+    let e = message("<%= lenght(@xs) %>");
+    assert!(e.contains("did you mean `length/1`?"), "{e}");
+    let e = message("<%= @xs |> Enum.intersprese(\",\") %>");
+    assert!(e.contains("did you mean `Enum.intersperse/2`?"), "{e}");
+    let e = message("<%= mony(@c) %>");
+    assert!(e.contains("did you mean `money/1`?"), "{e}");
+    let e = message("<%= content_tag(:p, \"x\") %>");
+    assert!(
+        e.contains("unknown function `content_tag/2`: `content_tag` is a Phoenix.HTML helper")
+            && e.ends_with("^^^^^^^^^^^"),
+        "{e}"
+    );
+    // Nothing near, no helper: the name alone.
+    let e = message("<%= Routes.page_path(@conn, :index) %>");
+    assert!(
+        e.starts_with("t.html.eex:1:5: unknown function `Routes.page_path/2`\n"),
+        "{e}"
+    );
+    // Known functions keep their own messages.
+    let e = message("<%= String.upcase(\"a\", x: 1) %>");
+    assert!(
+        e.contains("`String.upcase` takes no keyword arguments"),
+        "{e}"
+    );
+    let e = message("<%= Enum.join(1, 2, 3) %>");
+    assert!(e.contains("`Enum.join` does not take 3 argument(s)"), "{e}");
+}
+
 #[derive(serde::Serialize)]
 struct Team {
     name: String,

@@ -131,6 +131,25 @@ pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Fa
                 return Ok(Value::Int(m.len() as i64));
             }
         }
+        B::EnumInto => {
+            return match &x {
+                Value::Map(m) => {
+                    let mut out = (**m).clone();
+                    insert_pairs(&elements(&a)?, &mut out, "Enum.into")?;
+                    Ok(Value::Map(Arc::new(out)))
+                }
+                Value::List(l) => {
+                    let items = elements(&a)?;
+                    Ok(Value::list(l.iter().chain(items.iter()).cloned()))
+                }
+                other => Err(expected("a map or a list to collect into", other)),
+            };
+        }
+        B::MapNew => {
+            let mut out = crate::value::Map::new();
+            insert_pairs(&elements(&a)?, &mut out, "Map.new")?;
+            return Ok(Value::Map(Arc::new(out)));
+        }
         _ => {}
     }
     let items = elements(&a)?;
@@ -302,6 +321,29 @@ pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Fa
             let end = start.saturating_add(count).min(len);
             list(items[start as usize..end as usize].to_vec())
         }
+        B::EnumIntersperse => {
+            let mut out = Vec::with_capacity(items.len().saturating_mul(2));
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(x.clone());
+                }
+                out.push(v.clone());
+            }
+            list(out)
+        }
+        B::EnumSplit => {
+            // A negative count splits that many from the end, as Elixir's.
+            let n = int(&x)?;
+            let len = items.len();
+            let k = usize::try_from(n.unsigned_abs())
+                .unwrap_or(usize::MAX)
+                .min(len);
+            let at = if n >= 0 { k } else { len - k };
+            let (front, back) = items.split_at(at);
+            Ok(Value::Tuple(
+                vec![Value::list(front.to_vec()), Value::list(back.to_vec())].into(),
+            ))
+        }
         B::ListFirst => Ok(items.first().cloned().unwrap_or_default()),
         B::ListLast => Ok(items.last().cloned().unwrap_or_default()),
         B::ListFlatten => {
@@ -325,6 +367,29 @@ pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Fa
         }
         _ => Err(format!("{b:?} is not a collection function")),
     }
+}
+
+/// Puts `{key, value}` pairs into `map` (a later key replacing an earlier one), for the
+/// built-in `function` that builds the map.
+pub(crate) fn insert_pairs(
+    pairs: &[Value],
+    map: &mut crate::value::Map,
+    function: &str,
+) -> Result<(), Failure> {
+    for pair in pairs {
+        match pair {
+            Value::Tuple(kv) if kv.len() == 2 => {
+                map.insert(map_key(&kv[0], function)?, kv[1].clone());
+            }
+            other => {
+                return Err(format!(
+                    "{function} expects {{key, value}} tuples, not {}",
+                    crate::ops::describe(other)
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `x in enumerable`: membership by `===`, as Elixir's `Enum.member?` (so `1 in [1.0]` is

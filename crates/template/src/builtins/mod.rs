@@ -4,9 +4,11 @@
 //! know nothing of frames or output.
 
 pub(crate) mod collections;
+mod inspect;
+mod integer;
 mod text;
 
-use crate::float::float_string;
+use crate::float::{MAX_DECIMALS, float_string, float_to_decimals};
 use crate::ops::{describe, to_string};
 use crate::value::Value;
 
@@ -96,6 +98,19 @@ pub(crate) enum Builtin {
     ListFirst,
     ListLast,
     ListFlatten,
+    /// `String.graphemes/1` (code points: see the crate docs).
+    StringGraphemes,
+    /// `inspect/1`, as Elixir prints values.
+    Inspect,
+    /// `Integer.to_string(n, base)`.
+    IntegerToStringBase,
+    /// `Integer.digits(n)` and `Integer.digits(n, base)`.
+    IntegerDigits,
+    EnumIntersperse,
+    EnumSplit,
+    EnumInto,
+    /// `Map.new(enumerable)` of `{key, value}` pairs.
+    MapNew,
     // Taking a function (run by the VM, which calls it: [`Builtin::function_arg`]).
     EnumMap,
     EnumFilter,
@@ -117,6 +132,10 @@ pub(crate) enum Builtin {
     EnumDropWhile,
     EnumGroupBy,
     EnumFrequencies,
+    EnumMapIntersperse,
+    EnumEach,
+    /// `Map.new(enumerable, fn x -> {key, value} end)`.
+    MapNewBy,
 }
 
 /// Where a built-in takes a function, and of how many arguments.
@@ -238,6 +257,18 @@ const TABLE: &[(&str, &[usize], Builtin)] = &[
     ("Enum.drop_while", &[2], Builtin::EnumDropWhile),
     ("Enum.group_by", &[2], Builtin::EnumGroupBy),
     ("Enum.frequencies", &[1], Builtin::EnumFrequencies),
+    ("String.graphemes", &[1], Builtin::StringGraphemes),
+    ("inspect", &[1], Builtin::Inspect),
+    ("Kernel.inspect", &[1], Builtin::Inspect),
+    ("Integer.to_string", &[2], Builtin::IntegerToStringBase),
+    ("Integer.digits", &[1, 2], Builtin::IntegerDigits),
+    ("Enum.intersperse", &[2], Builtin::EnumIntersperse),
+    ("Enum.split", &[2], Builtin::EnumSplit),
+    ("Enum.into", &[2], Builtin::EnumInto),
+    ("Map.new", &[1], Builtin::MapNew),
+    ("Map.new", &[2], Builtin::MapNewBy),
+    ("Enum.map_intersperse", &[3], Builtin::EnumMapIntersperse),
+    ("Enum.each", &[2], Builtin::EnumEach),
 ];
 
 /// The built-in called `name` with `arity` arguments.
@@ -246,6 +277,11 @@ pub(crate) fn lookup(name: &str, arity: usize) -> Option<Builtin> {
         .iter()
         .find(|(n, arities, _)| *n == name && arities.contains(&arity))
         .map(|(_, _, b)| *b)
+}
+
+/// Every built-in's name with the arities it takes (a name may appear more than once).
+pub(crate) fn names() -> impl Iterator<Item = (&'static str, &'static [usize])> {
+    TABLE.iter().map(|(n, arities, _)| (*n, *arities))
 }
 
 /// True when some built-in is called `name` (with another arity).
@@ -290,7 +326,11 @@ impl Builtin {
         use Builtin as B;
         matches!(
             self,
-            B::StringDuplicate | B::StringPadLeading | B::StringPadTrailing | B::StringReplace
+            B::StringDuplicate
+                | B::StringPadLeading
+                | B::StringPadTrailing
+                | B::StringReplace
+                | B::Inspect
         )
     }
 
@@ -314,7 +354,10 @@ impl Builtin {
             | B::EnumUniqBy
             | B::EnumTakeWhile
             | B::EnumDropWhile
-            | B::EnumGroupBy => (1, 1),
+            | B::EnumGroupBy
+            | B::EnumEach
+            | B::MapNewBy => (1, 1),
+            B::EnumMapIntersperse => (2, 1),
             B::EnumMapJoin => (arity - 1, 1),
             B::EnumSortWith => (1, 2),
             B::EnumReduce => (2, 2),
@@ -339,11 +382,12 @@ impl Builtin {
         matches!(self, Builtin::EnumSliceRange | Builtin::StringSliceRange)
     }
 
-    /// Whether the first argument may be a range (`Enum.sum(1..10)`): the compiler builds it.
+    /// Whether the first argument may be a range (`Enum.sum(1..10)`, `Map.new(1..3, ...)`): the
+    /// compiler builds it.
     pub(crate) fn takes_enumerable(self) -> bool {
         TABLE
             .iter()
-            .any(|(n, _, b)| *b == self && n.starts_with("Enum."))
+            .any(|(n, _, b)| *b == self && (n.starts_with("Enum.") || *n == "Map.new"))
     }
 }
 
@@ -487,7 +531,18 @@ pub(crate) fn call(b: Builtin, args: Vec<Value>) -> Result<Value, Failure> {
             };
             let opts = arg();
             match option(&opts, "decimals")? {
-                Some(Value::Int(d)) if (0..=253).contains(d) => Value::from(fixed(x, *d as usize)),
+                Some(Value::Int(d)) if (0..=MAX_DECIMALS as i64).contains(d) => {
+                    match float_to_decimals(x, *d as usize) {
+                        Some(text) => Value::from(text),
+                        None => {
+                            return Err(format!(
+                                "{} with {d} decimals is longer than 255 bytes, which \
+                                 Erlang's float_to_binary refuses (badarg)",
+                                float_string(x)
+                            ));
+                        }
+                    }
+                }
                 Some(other) => return Err(expected("decimals: 0 to 253", other)),
                 None => return Err("expects the option decimals: N".to_owned()),
             }
@@ -523,6 +578,8 @@ pub(crate) fn call(b: Builtin, args: Vec<Value>) -> Result<Value, Failure> {
                 Value::Tuple(vec![Value::Int(n), Value::from(&t[sign + digits..])].into())
             }
         }
+        B::Inspect => Value::from(inspect::inspect(&a)?),
+        B::IntegerToStringBase | B::IntegerDigits => integer::call(b, a, arg())?,
         _ if text::handles(b) => text::call(b, a, arg(), arg())?,
         _ => collections::call(b, a, arg(), arg())?,
     })
@@ -536,7 +593,8 @@ fn round_half_up(x: f64, digits: i32) -> f64 {
 }
 
 /// `x` with `digits` decimals, its exact value rounded half away from zero (`fixed(0.125, 2)`
-/// is "0.13", `fixed(2.5, 0)` is "3"), as Erlang's `float_to_binary(x, decimals: n)` writes it.
+/// is "0.13", `fixed(2.5, 0)` is "3"): `Float.round/2`'s rule. (Erlang's `float_to_binary`
+/// rounds otherwise: [`float_to_decimals`].)
 fn fixed(x: f64, digits: usize) -> String {
     // Rust prints a float's exact decimal expansion when asked for enough digits.
     let exact = format!("{:.1100}", x.abs());

@@ -32,6 +32,7 @@ pub(super) fn handles(b: Builtin) -> bool {
             | B::StringLast
             | B::StringAt
             | B::StringToInteger
+            | B::StringGraphemes
     )
 }
 
@@ -52,6 +53,20 @@ fn int(v: &Value) -> Result<i64, Failure> {
 /// Elixir's whitespace for `trim` and `split/1`: Unicode whitespace.
 fn ws(c: char) -> bool {
     c.is_whitespace()
+}
+
+/// Whether `test` holds for the pattern `p`, or for one of the list of patterns `p`.
+fn any_pattern(p: &Value, test: impl Fn(&str) -> bool) -> Result<Value, Failure> {
+    Ok(Value::Bool(match p {
+        Value::List(items) => {
+            let mut any = false;
+            for item in items.iter() {
+                any = any || test(string(item)?);
+            }
+            any
+        }
+        one => test(string(one)?),
+    }))
 }
 
 /// Runs a `String` built-in on its (up to three) arguments.
@@ -112,9 +127,11 @@ pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Fa
             budget::charge_str(s.len() + s.matches(from).count().saturating_mul(to.len()))?;
             string_of(s.replace(from, to))
         }
-        B::StringContains => Ok(Value::Bool(s.contains(string(&x)?))),
-        B::StringStartsWith => Ok(Value::Bool(s.starts_with(string(&x)?))),
-        B::StringEndsWith => Ok(Value::Bool(s.ends_with(string(&x)?))),
+        // One pattern or a list of them (any matching; none in an empty list).
+        B::StringContains => any_pattern(&x, |p| s.contains(p)),
+        B::StringStartsWith => any_pattern(&x, |p| s.starts_with(p)),
+        B::StringEndsWith => any_pattern(&x, |p| s.ends_with(p)),
+        B::StringGraphemes => Ok(Value::list(chars().map(|c| Value::from(c.to_string())))),
         B::StringDuplicate => {
             let n = usize::try_from(int(&x)?).map_err(|_| "a negative count".to_owned())?;
             // Charged before it is built: a count from the query cannot allocate gigabytes.

@@ -5,6 +5,7 @@
 //! built-in that takes a function (`Enum.map(xs, fn x -> ... end)`) compiles to
 //! `CodeKind::HigherOrder`, told apart here so that other built-ins pay no check.
 
+use super::suggest::{phoenix_helper, suggest};
 use crate::ast::{BinOp, Expr, ExprKind, FnClause, Pattern, Qualifier, Span};
 use crate::builtins::{self, Builtin};
 use crate::function::Function;
@@ -262,10 +263,22 @@ impl Names<'_> {
                 });
                 return Ok(CodeKind::Builtin(b, code));
             }
-            return Err(SyntaxError::new(
-                name_span,
-                format!("`{name}` takes no keyword arguments"),
-            ));
+            // Known with these arguments, with or without the options: the options are wrong.
+            let takes = |n: usize| {
+                builtins::lookup(name, n).is_some()
+                    || self
+                        .functions
+                        .iter()
+                        .any(|f| f.name == name && f.arity == n)
+            };
+            let callable = takes(arity) || takes(args.len());
+            if callable {
+                return Err(SyntaxError::new(
+                    name_span,
+                    format!("`{name}` takes no keyword arguments"),
+                ));
+            }
+            return Err(self.unknown(name, name_span, arity));
         }
         if name == "raw" || name == "Phoenix.HTML.raw" {
             if args.len() != 1 {
@@ -303,15 +316,39 @@ impl Names<'_> {
                 CodeKind::Builtin(b, args)
             });
         }
+        Err(self.unknown(name, name_span, arity))
+    }
+
+    /// The error for a call of `name` with `arity` arguments that nothing answers: the arities
+    /// it takes when the name is known, else the nearest known name when one is close.
+    fn unknown(&self, name: &str, name_span: Span, arity: usize) -> SyntaxError {
         let known = builtins::exists(name) || self.functions.iter().any(|f| f.name == name);
-        Err(SyntaxError::new(
+        if known {
+            return SyntaxError::new(
+                name_span,
+                format!("`{name}` does not take {arity} argument(s)"),
+            );
+        }
+        let registered: Vec<(&str, [usize; 1])> = self
+            .functions
+            .iter()
+            .map(|f| (f.name.as_str(), [f.arity]))
+            .collect();
+        let mut candidates: Vec<(&str, &[usize])> = builtins::names().collect();
+        candidates.extend([("raw", &[1][..]), ("render", &[1, 2][..])]);
+        candidates.extend(registered.iter().map(|(n, a)| (*n, &a[..])));
+        let hint = match suggest(name, arity, candidates) {
+            Some(s) => format!(": did you mean `{s}`?"),
+            None if phoenix_helper(name) => format!(
+                ": `{name}` is a Phoenix.HTML helper, which galleon does not have (only `raw`); \
+                 an application registers its own with `EngineBuilder::function`"
+            ),
+            None => String::new(),
+        };
+        SyntaxError::new(
             name_span,
-            if known {
-                format!("`{name}` does not take {arity} argument(s)")
-            } else {
-                format!("unknown function `{name}/{arity}`")
-            },
-        ))
+            format!("unknown function `{name}/{arity}`{hint}"),
+        )
     }
 
     /// Arguments of a built-in; an `Enum` function's first argument may be a range, and the

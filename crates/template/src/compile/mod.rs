@@ -8,6 +8,7 @@
 //! one-by-one loop would (`tests/repeat.rs`).
 
 mod expr;
+mod suggest;
 
 use std::ops::Range;
 use std::sync::Arc;

@@ -58,6 +58,36 @@ impl<'a> Eval<'a> {
                 }
                 Value::list(out)
             }
+            B::EnumMapIntersperse => {
+                let separator = values.get(1).cloned().unwrap_or_default();
+                self.alloc(span, items.len().saturating_mul(2 * ELEMENT_BYTES))?;
+                let mut out = Vec::with_capacity(items.len().saturating_mul(2));
+                for (i, x) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(separator.clone());
+                    }
+                    out.push(self.apply(f, &[x])?);
+                }
+                Value::list(out)
+            }
+            B::EnumEach => {
+                // Run for what the function checks (an error fails the render); Elixir's
+                // `Enum.each` returns `:ok`.
+                for x in items.iter() {
+                    self.apply(f, &[x])?;
+                }
+                Value::atom("ok")
+            }
+            B::MapNewBy => {
+                let mut pairs = Vec::with_capacity(items.len());
+                for x in items.iter() {
+                    pairs.push(self.apply(f, &[x])?);
+                }
+                let mut map = crate::value::Map::new();
+                collections::insert_pairs(&pairs, &mut map, "Map.new")
+                    .map_err(|m| fail(self, m))?;
+                Value::Map(std::sync::Arc::new(map))
+            }
             B::EnumFilter | B::EnumReject => {
                 let keep = b == B::EnumFilter;
                 let mut out = Vec::new();
