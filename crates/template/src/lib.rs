@@ -77,7 +77,10 @@
 //!   `0o17`, `0b101`; 64-bit), floats (printed as Elixir prints them: `1000.0` is `1.0e3`),
 //!   strings with Elixir's escapes (`\n \t \s \e \xHH \uHHHH \u{H...}`) and
 //!   `"#{interpolation}"` (each part through `to_string`), atoms (`:ok`, `:"a b"`), lists
-//!   `[a, b]`, tuples `{a, b}`, maps `%{"k" => v, k: v}`.
+//!   `[a, b]`, keyword lists `[class: "btn", id: 1]` (a list of `{:key, value}` tuples, as
+//!   in Elixir: `opts[:class]` and `Keyword.get(opts, :class, default)` read them, and a
+//!   built-in taking options takes them as a list too: `:erlang.float_to_binary(x, opts)`),
+//!   tuples `{a, b}`, maps `%{"k" => v, k: v}`.
 //! - **Operators**: `a.key` (a missing key is an error), `a[:key]` / `a["key"]` (missing is
 //!   `nil`), `+ - * /` (`/` always gives a float), `== != === !==` (`1 == 1.0`, `1 !== 1.0`),
 //!   `< <= > >=`, strict `and or not`, truthy `&& || !`, `<>`, `++`, `in` / `not in` (a list,
@@ -161,8 +164,8 @@
 //!   written `%{"a" => 1}` prints as `%{a: 1}`; and in key order even past 32 keys, where
 //!   Elixir prints a large map in hash order.
 //! - Not supported (a located error): functions as values outside the arguments of the
-//!   functions above, ranges outside `for`, `in` and `Enum` arguments, keyword-list literals
-//!   (`[a: 1]`; keyword options of a call are fine), big integers, sigils, `with`, `try`,
+//!   functions above, ranges outside `for`, `in` and `Enum` arguments, the `Keyword` module
+//!   beyond `Keyword.get`, big integers, sigils, `with`, `try`,
 //!   structs; functions of Phoenix.HTML other than `raw` (`link`, `content_tag`: register
 //!   them with [`EngineBuilder::function`]). A call of an unknown function is a located error
 //!   that names the nearest known function when one is close (`Enum.jion`: did you mean

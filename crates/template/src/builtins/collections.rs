@@ -110,6 +110,15 @@ fn key(v: &Value) -> Option<&Str> {
     }
 }
 
+/// The value of a keyword list's first `{key, value}` pair with this key (`opts[:class]`,
+/// `Keyword.get`): other elements are passed over, as Erlang's `lists:keyfind` does.
+pub(crate) fn keyword_find<'v>(items: &'v [Value], key: &Value) -> Option<&'v Value> {
+    items.iter().find_map(|item| match item {
+        Value::Tuple(pair) if pair.len() == 2 && pair[0] == *key => Some(&pair[1]),
+        _ => None,
+    })
+}
+
 /// Runs an `Enum`, `Map` or `List` built-in on its (up to three) arguments.
 pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Failure> {
     use Builtin as B;
@@ -125,6 +134,15 @@ pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Fa
                 B::MapKeys => Value::list(m.keys().map(|k| Value::Str(k.clone()))),
                 _ => Value::list(m.values().cloned()),
             });
+        }
+        B::KeywordGet => {
+            let Value::List(items) = &a else {
+                return Err(expected("a keyword list", &a));
+            };
+            if !matches!(x, Value::Atom(_)) {
+                return Err(expected("an atom key", &x));
+            }
+            return Ok(keyword_find(items, &x).cloned().unwrap_or(y));
         }
         B::EnumCount => {
             if let Value::Map(m) = &a {

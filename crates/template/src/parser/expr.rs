@@ -355,9 +355,46 @@ impl Parser {
         })
     }
 
-    /// `[a, b]`; `[` is consumed.
+    /// `[a, b]`, or a keyword list `[class: "x", id: 1]` (also after positional items,
+    /// `[1, a: 2]`, as in Elixir): each `key: value` is the tuple `{:key, value}`; `[` is
+    /// consumed.
     fn list(&mut self, span: Span) -> Result<Expr, SyntaxError> {
-        let items = self.items("]")?;
+        let mut items = Vec::new();
+        let mut keyword = false;
+        if !self.eat_sym("]") {
+            loop {
+                if let Some(Token {
+                    tok: Tok::Key(k),
+                    span: kspan,
+                    ..
+                }) = self.tokens.get(self.pos).cloned()
+                {
+                    self.pos += 1;
+                    keyword = true;
+                    let key = Expr {
+                        kind: ExprKind::Lit(Value::atom(&k)),
+                        span: kspan,
+                    };
+                    let value = self.expr()?;
+                    let pair = kspan.to(value.span);
+                    items.push(Expr {
+                        kind: ExprKind::Tuple(vec![key, value]),
+                        span: pair,
+                    });
+                } else if keyword {
+                    return Err(SyntaxError::new(
+                        self.here(),
+                        "unexpected expression after a keyword list: keywords must come last",
+                    ));
+                } else {
+                    items.push(self.expr()?);
+                }
+                if self.eat_sym("]") {
+                    break;
+                }
+                self.expect_sym(",")?;
+            }
+        }
         Ok(Expr {
             kind: ExprKind::List(items),
             span: span.to(self.prev_span()),

@@ -277,6 +277,16 @@ impl<'a> Eval<'a> {
                             _ => None,
                         })
                     }
+                    // A keyword list: `opts[:class]` is the first `{:class, v}`'s value.
+                    (Value::List(_), Value::Atom(_)) => {
+                        let key = i.into_owned();
+                        project(v, |v| match v {
+                            Value::List(items) => {
+                                crate::builtins::collections::keyword_find(items, &key)
+                            }
+                            _ => None,
+                        })
+                    }
                     (Value::Map(_), Value::Str(k) | Value::Atom(k)) => {
                         let k = k.clone();
                         project(v, |v| match v {
