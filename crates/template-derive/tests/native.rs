@@ -613,3 +613,44 @@ fn phoenix_helpers_render_through_the_derive() {
          {:ok, 1000.0}|a b c"
     );
 }
+
+// Syntax Phoenix 1.4-1.6 pages use (issue 36): keyword lists, and `if`/`case` with
+// `do ... end` inside one tag; natively where the derive types them, else through the engine.
+
+const SYNTAX: &str = "<% opts = [class: \"btn\", decimals: 2] %><b class=\"<%= opts[:class] %>\">\
+<%= :erlang.float_to_binary(@price, [decimals: Keyword.get(opts, :decimals)]) %></b>|\
+<%= if @admin do \"admin\" else \"user\" end %>|<%= unless @admin do \"guest\" end %>|\
+<span class=\"<%= case @status do\n  \"paid\" -> \"green\"\n  _ -> \"grey\"\nend %>\"></span>";
+
+#[derive(Template, Serialize, Clone)]
+#[template(
+    source = "<% opts = [class: \"btn\", decimals: 2] %><b class=\"<%= opts[:class] %>\">\
+<%= :erlang.float_to_binary(@price, [decimals: Keyword.get(opts, :decimals)]) %></b>|\
+<%= if @admin do \"admin\" else \"user\" end %>|<%= unless @admin do \"guest\" end %>|\
+<span class=\"<%= case @status do\n  \"paid\" -> \"green\"\n  _ -> \"grey\"\nend %>\"></span>"
+)]
+struct Syntax {
+    price: f64,
+    admin: bool,
+    status: String,
+}
+
+#[test]
+fn phoenix_syntax_renders_through_the_derive() {
+    let page = |admin: bool, status: &str| {
+        let t = Syntax {
+            price: 1.115,
+            admin,
+            status: status.into(),
+        };
+        String::from_utf8(check(SYNTAX, &t)).unwrap()
+    };
+    assert_eq!(
+        page(true, "paid"),
+        "<b class=\"btn\">1.12</b>|admin||<span class=\"green\"></span>"
+    );
+    assert_eq!(
+        page(false, "new"),
+        "<b class=\"btn\">1.12</b>|user|guest|<span class=\"grey\"></span>"
+    );
+}

@@ -68,7 +68,11 @@
 //!   `<%= if cond do %>...<% else %>...<% end %>`, `unless`;
 //!   `<%= case expr do %><% {:ok, x} when x > 1 -> %>...<% _ -> %>...<% end %>` (no clause
 //!   matching is an error, as in Elixir); `<%= cond do %><% a -> %>...<% true -> %>...<% end %>`.
-//!   A block opened with `<%` instead of `<%=` outputs nothing, as in EEx.
+//!   A block opened with `<%` instead of `<%=` outputs nothing, as in EEx. Inside one tag,
+//!   `if`, `unless` and `case` take `do ... end` with expressions for branches, as Phoenix
+//!   pages write them in attributes: `<%= if @active do "on" else "off" end %>`, and
+//!   `<%= case @status do "paid" -> "green"; _ -> "grey" end %>` (clauses separated by `;` or
+//!   line breaks, so one tag may spread over lines; each body is one expression).
 //! - **Variables**: `<% x = expr %>` (also `<% {a, b} = expr %>`; a failed match is an error);
 //!   visible to the end of the enclosing block. Patterns: variables, `_`, literals, atoms,
 //!   `^pinned`, tuples, lists, maps (`%{status: "paid", total: t}`: at least these keys).

@@ -171,14 +171,14 @@ impl Parser {
         }
     }
 
-    fn next_token(&mut self) -> Option<Token> {
+    pub(super) fn next_token(&mut self) -> Option<Token> {
         let t = self.tokens.get(self.pos).cloned();
         self.pos += 1;
         t
     }
 
     /// The span of the token just consumed.
-    fn prev_span(&self) -> Span {
+    pub(super) fn prev_span(&self) -> Span {
         self.tokens
             .get(self.pos.saturating_sub(1))
             .map_or(Span::new(self.end, self.end), |t| t.span)
@@ -458,7 +458,8 @@ impl Parser {
             "true" => lit(Value::Bool(true)),
             "false" => lit(Value::Bool(false)),
             "nil" => lit(Value::Nil),
-            "if" | "unless" => self.one_line_if(w == "unless", span),
+            "if" | "unless" => self.if_expr(w == "unless", span),
+            "case" => self.case_expr(span),
             "fn" => self.anonymous_fn(span),
             "for" => self.comprehension(span),
             _ if is_keyword(&w) => Err(SyntaxError::new(span, format!("unexpected keyword `{w}`"))),
@@ -646,55 +647,6 @@ impl Parser {
         Ok(Expr {
             kind: ExprKind::Interp(out),
             span,
-        })
-    }
-
-    /// `if c, do: a, else: b` or `if(c, do: a, else: b)`; `if` is consumed.
-    fn one_line_if(&mut self, negate: bool, span: Span) -> Result<Expr, SyntaxError> {
-        let paren = matches!(self.peek(), Some(Tok::Sym("("))) && self.here().start == span.end;
-        if paren {
-            self.pos += 1;
-        }
-        let cond = self.expr()?;
-        self.expect_sym(",")?;
-        let mut then = None;
-        let mut otherwise = None;
-        loop {
-            let kspan = self.here();
-            match self.next_token() {
-                Some(Token {
-                    tok: Tok::Key(k), ..
-                }) if k == "do" && then.is_none() => then = Some(Box::new(self.expr()?)),
-                Some(Token {
-                    tok: Tok::Key(k), ..
-                }) if k == "else" && then.is_some() && otherwise.is_none() => {
-                    otherwise = Some(Box::new(self.expr()?))
-                }
-                _ => {
-                    return Err(SyntaxError::new(
-                        kspan,
-                        "expected `do:` (then `else:`) in a one-line `if`",
-                    ));
-                }
-            }
-            if !self.eat_sym(",") {
-                break;
-            }
-        }
-        if paren {
-            self.expect_sym(")")?;
-        }
-        let Some(then) = then else {
-            return Err(SyntaxError::new(self.here(), "expected `do:`"));
-        };
-        Ok(Expr {
-            span: span.to(self.prev_span()),
-            kind: ExprKind::If {
-                cond: Box::new(cond),
-                negate,
-                then,
-                otherwise,
-            },
         })
     }
 

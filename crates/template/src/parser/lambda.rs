@@ -261,6 +261,16 @@ fn placeholders(e: &Expr, seen: &mut [bool]) -> Result<(), SyntaxError> {
             Ok(())
         }
         ExprKind::Lit(_) | ExprKind::Assign(_) | ExprKind::Fn(_) => Ok(()),
+        ExprKind::Case { subject, clauses } => {
+            walk(subject)?;
+            for c in clauses {
+                if let Some(g) = &c.guard {
+                    walk(g)?;
+                }
+                walk(&c.body)?;
+            }
+            Ok(())
+        }
         ExprKind::For { qualifiers, body } => {
             for q in qualifiers {
                 match q {

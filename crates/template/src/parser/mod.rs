@@ -1,7 +1,9 @@
 //! Parser: tags and text to a tree of [`Node`]s, with block structure (`for`, `if`, `unless`,
-//! `case`, `cond`, `else`, `->` clauses, `end`) checked. Expressions are parsed in `expr.rs`,
+//! `case`, `cond`, `else`, `->` clauses, `end`) checked. Expressions are parsed in `expr.rs`
+//! (`if` and `case` inside one expression in `conditional.rs`),
 //! patterns checked in `pattern.rs`.
 
+mod conditional;
 mod expr;
 mod height;
 mod lambda;
@@ -360,7 +362,7 @@ fn classify(tokens: Vec<Token>, tag_span: Span) -> Result<Tag, SyntaxError> {
             p.expect_word("do")?;
             Tag::Open(OpenKind::If { cond, negate })
         }
-        Some("case") => {
+        Some("case") if ends_with_do => {
             p.pos = 1;
             let subject = p.expr()?;
             p.expect_word("do")?;
@@ -452,6 +454,10 @@ mod tests {
                 })
                 .collect::<Vec<_>>()
                 .join(";"),
+            ExprKind::Case { subject, clauses } => {
+                let bodies: Vec<String> = clauses.iter().map(|c| shape(&c.body)).collect();
+                format!("case({};{})", shape(subject), bodies.join(";"))
+            }
             ExprKind::For { qualifiers, body } => {
                 format!("for/{}({})", qualifiers.len(), shape(body))
             }

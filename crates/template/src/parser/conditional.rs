@@ -1,0 +1,166 @@
+//! `if`, `unless` and `case` as expressions, inside one tag: the one-line
+//! `if c, do: a, else: b`, and the `do ... end` forms Phoenix pages write in an attribute,
+//! `<%= if @active do "on" else "off" end %>` or a `case` spread over the lines of one tag:
+//!
+//! ```text
+//! <span class="<%= case @status do
+//!   "paid" -> "badge-green"
+//!   _ -> "badge-grey"
+//! end %>">
+//! ```
+//!
+//! Each branch and each clause's body is one expression. The block forms, whose bodies are
+//! template text between tags, are read by the tag parser (`mod.rs`).
+
+use crate::ast::{Expr, ExprKind, FnClause, Span};
+use crate::lexer::{SyntaxError, Tok, Token};
+
+use super::expr::Parser;
+use super::pattern::{check_bindings, to_pattern};
+
+impl Parser {
+    /// After `if`/`unless` (at `span`): `cond, do: a, else: b`, `(cond, do: a)`, or
+    /// `cond do a else b end`.
+    pub(super) fn if_expr(&mut self, negate: bool, span: Span) -> Result<Expr, SyntaxError> {
+        let paren = matches!(self.peek(), Some(Tok::Sym("("))) && self.here().start == span.end;
+        if paren {
+            self.pos += 1;
+        }
+        let cond = self.expr()?;
+        if !paren && self.peek_word() == Some("do") {
+            return self.inline_if(cond, negate, span);
+        }
+        self.expect_sym(",")?;
+        let mut then = None;
+        let mut otherwise = None;
+        loop {
+            let kspan = self.here();
+            match self.next_token() {
+                Some(Token {
+                    tok: Tok::Key(k), ..
+                }) if k == "do" && then.is_none() => then = Some(Box::new(self.expr()?)),
+                Some(Token {
+                    tok: Tok::Key(k), ..
+                }) if k == "else" && then.is_some() && otherwise.is_none() => {
+                    otherwise = Some(Box::new(self.expr()?))
+                }
+                _ => {
+                    return Err(SyntaxError::new(
+                        kspan,
+                        "expected `do:` (then `else:`) in a one-line `if`",
+                    ));
+                }
+            }
+            if !self.eat_sym(",") {
+                break;
+            }
+        }
+        if paren {
+            self.expect_sym(")")?;
+        }
+        let Some(then) = then else {
+            return Err(SyntaxError::new(self.here(), "expected `do:`"));
+        };
+        Ok(Expr {
+            span: span.to(self.prev_span()),
+            kind: ExprKind::If {
+                cond: Box::new(cond),
+                negate,
+                then,
+                otherwise,
+            },
+        })
+    }
+
+    /// `do then [else otherwise] end`, `do` next: an `if` whose branches are expressions.
+    fn inline_if(&mut self, cond: Expr, negate: bool, span: Span) -> Result<Expr, SyntaxError> {
+        let word = if negate { "unless" } else { "if" };
+        self.expect_word("do")?;
+        let then = Box::new(self.expr()?);
+        let otherwise = if self.peek_word() == Some("else") {
+            self.pos += 1;
+            Some(Box::new(self.expr()?))
+        } else {
+            None
+        };
+        if self.peek_word() != Some("end") {
+            let expected = if otherwise.is_some() {
+                "`end`"
+            } else {
+                "`else` or `end`"
+            };
+            return Err(SyntaxError::new(
+                self.here(),
+                format!(
+                    "expected {expected} in `{word} ... do ... end` (each branch is one expression)"
+                ),
+            ));
+        }
+        self.pos += 1;
+        Ok(Expr {
+            span: span.to(self.prev_span()),
+            kind: ExprKind::If {
+                cond: Box::new(cond),
+                negate,
+                then,
+                otherwise,
+            },
+        })
+    }
+
+    /// After `case` (at `span`): `subject do pattern [when guard] -> value ... end`, the
+    /// clauses separated by line breaks or `;`. No clause matching is a render error, as in
+    /// Elixir.
+    pub(super) fn case_expr(&mut self, span: Span) -> Result<Expr, SyntaxError> {
+        let subject = self.expr()?;
+        self.expect_word("do")?;
+        let mut clauses: Vec<FnClause> = Vec::new();
+        loop {
+            if self.peek_word() == Some("end") || self.peek().is_none() {
+                return Err(SyntaxError::new(
+                    self.here(),
+                    "expected a `pattern -> value` clause in `case ... do ... end`",
+                ));
+            }
+            let pattern = to_pattern(self.expr()?)?;
+            check_bindings(&pattern)?;
+            let guard = if self.peek_word() == Some("when") {
+                self.pos += 1;
+                Some(self.expr()?)
+            } else {
+                None
+            };
+            if !self.eat_sym("->") {
+                return Err(SyntaxError::new(
+                    self.here(),
+                    "expected `->` after a `case` clause's pattern",
+                ));
+            }
+            let body = self.expr()?;
+            clauses.push(FnClause {
+                params: vec![pattern],
+                guard,
+                body,
+            });
+            if self.peek_word() == Some("end") {
+                self.pos += 1;
+                break;
+            }
+            let next_clause =
+                self.eat_sym(";") || self.tokens.get(self.pos).is_some_and(|t| t.after_break);
+            if !next_clause {
+                return Err(SyntaxError::new(
+                    self.here(),
+                    "expected `end` closing the `case` (each clause's body is one expression)",
+                ));
+            }
+        }
+        Ok(Expr {
+            span: span.to(self.prev_span()),
+            kind: ExprKind::Case {
+                subject: Box::new(subject),
+                clauses,
+            },
+        })
+    }
+}
