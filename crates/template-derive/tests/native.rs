@@ -654,3 +654,38 @@ fn phoenix_syntax_renders_through_the_derive() {
         "<b class=\"btn\">1.12</b>|user|guest|<span class=\"grey\"></span>"
     );
 }
+
+// `if name = value do` (the generators' flash idiom): `name` bound in the branches.
+
+const BOUND_IF: &str = "<%= if user = @user do %>Hi <%= user %><% else %>Hi guest<% end %>|\
+<%= if n = @count, do: n * 2, else: 0 %>";
+
+#[derive(Template, Serialize, Clone)]
+#[template(
+    source = "<%= if user = @user do %>Hi <%= user %><% else %>Hi guest<% end %>|\
+<%= if n = @count, do: n * 2, else: 0 %>"
+)]
+struct BoundIf {
+    user: Option<String>,
+    count: Option<i64>,
+}
+
+#[test]
+fn a_match_as_if_condition_renders_through_the_derive() {
+    let out = check(
+        BOUND_IF,
+        &BoundIf {
+            user: Some("Ada & co".into()),
+            count: Some(4),
+        },
+    );
+    assert_eq!(String::from_utf8(out).unwrap(), "Hi Ada &amp; co|8");
+    let out = check(
+        BOUND_IF,
+        &BoundIf {
+            user: None,
+            count: None,
+        },
+    );
+    assert_eq!(String::from_utf8(out).unwrap(), "Hi guest|0");
+}

@@ -72,7 +72,10 @@
 //!   `if`, `unless` and `case` take `do ... end` with expressions for branches, as Phoenix
 //!   pages write them in attributes: `<%= if @active do "on" else "off" end %>`, and
 //!   `<%= case @status do "paid" -> "green"; _ -> "grey" end %>` (clauses separated by `;` or
-//!   line breaks, so one tag may spread over lines; each body is one expression).
+//!   line breaks, so one tag may spread over lines; each body is one expression). A match as
+//!   the condition, the generators' flash idiom: `<%= if info = @flash[:info] do %><%= info
+//!   %><% end %>` binds `info` in both branches, the first taken when it is truthy (a variable
+//!   only: another pattern is a located error, where Elixir raises when it does not match).
 //! - **Variables**: `<% x = expr %>` (also `<% {a, b} = expr %>`; a failed match is an error);
 //!   visible to the end of the enclosing block. Patterns: variables, `_`, literals, atoms,
 //!   `^pinned`, tuples, lists, maps (`%{status: "paid", total: t}`: at least these keys).

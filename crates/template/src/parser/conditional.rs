@@ -12,9 +12,10 @@
 //! Each branch and each clause's body is one expression. The block forms, whose bodies are
 //! template text between tags, are read by the tag parser (`mod.rs`).
 
-use crate::ast::{Expr, ExprKind, FnClause, Span};
+use crate::ast::{Expr, ExprKind, FnClause, Pattern, Span};
 use crate::lexer::{SyntaxError, Tok, Token};
 
+use super::bound_name;
 use super::expr::Parser;
 use super::pattern::{check_bindings, to_pattern};
 
@@ -26,10 +27,31 @@ impl Parser {
         if paren {
             self.pos += 1;
         }
-        let cond = self.expr()?;
-        if !paren && self.peek_word() == Some("do") {
-            return self.inline_if(cond, negate, span);
+        let mut cond = self.expr()?;
+        let mut bind = None;
+        if self.eat_sym("=") {
+            bind = Some(bound_name(&cond, if negate { "unless" } else { "if" })?);
+            cond = self.expr()?;
         }
+        let e = if !paren && self.peek_word() == Some("do") {
+            self.inline_if(cond, negate, span)?
+        } else {
+            self.one_line_if(cond, negate, paren, span)?
+        };
+        Ok(match bind {
+            Some((name, at)) => bound_if(e, name, at),
+            None => e,
+        })
+    }
+
+    /// `, do: a, else: b` (then `)` if `paren`), the condition read.
+    fn one_line_if(
+        &mut self,
+        cond: Expr,
+        negate: bool,
+        paren: bool,
+        span: Span,
+    ) -> Result<Expr, SyntaxError> {
         self.expect_sym(",")?;
         let mut then = None;
         let mut otherwise = None;
@@ -162,5 +184,53 @@ impl Parser {
                 clauses,
             },
         })
+    }
+}
+
+/// `if name = value ...` as an expression: `case value do name when name -> then; name ->
+/// otherwise end` (`unless` swaps the branches), so `name` is bound in both.
+fn bound_if(e: Expr, name: String, at: Span) -> Expr {
+    let ExprKind::If {
+        cond,
+        negate,
+        then,
+        otherwise,
+    } = e.kind
+    else {
+        return e;
+    };
+    let otherwise = otherwise.map_or(
+        Expr {
+            kind: ExprKind::Lit(crate::value::Value::Nil),
+            span: e.span,
+        },
+        |o| *o,
+    );
+    let (truthy, falsy) = if negate {
+        (otherwise, *then)
+    } else {
+        (*then, otherwise)
+    };
+    let var = || Pattern::Var(Some(name.clone()), at);
+    Expr {
+        span: e.span,
+        kind: ExprKind::Case {
+            subject: cond,
+            clauses: vec![
+                FnClause {
+                    params: vec![var()],
+                    guard: Some(Expr {
+                        kind: ExprKind::Var(name.clone()),
+                        span: at,
+                    }),
+                    body: truthy,
+                },
+                FnClause {
+                    params: vec![var()],
+                    guard: None,
+                    body: falsy,
+                },
+            ],
+        },
     }
 }

@@ -9,7 +9,7 @@ mod height;
 mod lambda;
 mod pattern;
 
-use crate::ast::{Clause, Expr, Node, Qualifier, Span};
+use crate::ast::{Clause, Expr, ExprKind, Node, Pattern, Qualifier, Span};
 use crate::lexer::{Piece, SyntaxError, TagKind, Tok, Token, split, tokenize};
 use expr::Parser;
 use pattern::{check_bindings, to_pattern};
@@ -41,9 +41,11 @@ struct Open {
 
 enum OpenKind {
     For(Vec<Qualifier>),
+    /// `bind`: `if name = value do`, the variable `cond` is bound to (see [`bound_if`]).
     If {
         cond: Expr,
         negate: bool,
+        bind: Option<(String, Span)>,
     },
     /// `clauses` are complete; `pending` is the clause whose body is being read.
     Case {
@@ -101,12 +103,47 @@ impl Open {
                 qualifiers,
                 body: self.body,
             },
-            OpenKind::If { cond, negate } => Node::If {
+            OpenKind::If {
+                cond,
+                negate,
+                bind: None,
+            } => Node::If {
                 cond,
                 negate,
                 then: self.body,
                 otherwise: self.otherwise.unwrap_or_default(),
             },
+            OpenKind::If {
+                cond,
+                negate,
+                bind: Some((name, span)),
+            } => {
+                let (truthy, falsy) = (self.body, self.otherwise.unwrap_or_default());
+                let (when_truthy, when_falsy) = if negate {
+                    (falsy, truthy)
+                } else {
+                    (truthy, falsy)
+                };
+                let var = || Pattern::Var(Some(name.clone()), span);
+                Node::Case {
+                    subject: cond,
+                    clauses: vec![
+                        Clause {
+                            pattern: var(),
+                            guard: Some(Expr {
+                                kind: ExprKind::Var(name.clone()),
+                                span,
+                            }),
+                            body: when_truthy,
+                        },
+                        Clause {
+                            pattern: var(),
+                            guard: None,
+                            body: when_falsy,
+                        },
+                    ],
+                }
+            }
             OpenKind::Case {
                 subject, clauses, ..
             } => {
@@ -358,9 +395,14 @@ fn classify(tokens: Vec<Token>, tag_span: Span) -> Result<Tag, SyntaxError> {
         Some(w @ ("if" | "unless")) if ends_with_do => {
             p.pos = 1;
             let negate = w == "unless";
-            let cond = p.expr()?;
+            let mut cond = p.expr()?;
+            let mut bind = None;
+            if p.eat_sym("=") {
+                bind = Some(bound_name(&cond, w)?);
+                cond = p.expr()?;
+            }
             p.expect_word("do")?;
-            Tag::Open(OpenKind::If { cond, negate })
+            Tag::Open(OpenKind::If { cond, negate, bind })
         }
         Some("case") if ends_with_do => {
             p.pos = 1;
@@ -406,6 +448,22 @@ fn classify(tokens: Vec<Token>, tag_span: Span) -> Result<Tag, SyntaxError> {
     };
     end_of_tag(&p)?;
     Ok(tag)
+}
+
+/// The variable of `if name = value do` (the flash idiom of Phoenix's generators,
+/// `if info = get_flash(@conn, :info) do`): bound to the value in both branches, the first
+/// taken when it is truthy. Only a variable: Elixir raises when another pattern does not
+/// match, which a condition hardly means.
+pub(super) fn bound_name(cond: &Expr, word: &str) -> Result<(String, Span), SyntaxError> {
+    match &cond.kind {
+        ExprKind::Var(name) if !name.starts_with('&') => Ok((name.clone(), cond.span)),
+        _ => Err(SyntaxError::new(
+            cond.span,
+            format!(
+                "only a variable can be bound in an `{word}` condition (`{word} user = @current_user do`)"
+            ),
+        )),
+    }
 }
 
 fn end_of_tag(p: &Parser) -> Result<(), SyntaxError> {
