@@ -689,3 +689,27 @@ fn a_match_as_if_condition_renders_through_the_derive() {
     );
     assert_eq!(String::from_utf8(out).unwrap(), "Hi guest|0");
 }
+
+// `for ..., into: "", do: ...`: the bodies joined, through the engine.
+
+const FOR_INTO: &str = "<ul><%= raw(for x <- @xs, into: \"\", do: \"<li>#{x}</li>\") %></ul>";
+
+#[derive(Template, Serialize, Clone)]
+#[template(source = "<ul><%= raw(for x <- @xs, into: \"\", do: \"<li>#{x}</li>\") %></ul>")]
+struct ForInto {
+    xs: Vec<String>,
+}
+
+#[test]
+fn for_into_a_string_renders_through_the_derive() {
+    let out = check(
+        FOR_INTO,
+        &ForInto {
+            xs: vec!["a".into(), "b".into()],
+        },
+    );
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "<ul><li>a</li><li>b</li></ul>"
+    );
+}

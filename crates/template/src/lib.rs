@@ -125,7 +125,9 @@
 //!   `&String.upcase/1` (built-in or registered functions). They close over variables and
 //!   assigns, and their calls spend the render's steps; they are not values otherwise (no
 //!   `f.(x)`, no function in a variable). The one-line `for x <- xs, filter, do: body` is a
-//!   list, like `Enum.map` (elements not matching a generator's pattern are skipped).
+//!   list, like `Enum.map` (elements not matching a generator's pattern are skipped); with
+//!   `into:` it is collected as `Enum.into` does: `for x <- @xs, into: "", do: "<li>#{x}</li>"`
+//!   joins strings (only strings, as in Elixir), `into: %{}` builds a map.
 //! - **Output**: `nil` outputs nothing, atoms their name, floats as above; a list outputs its
 //!   strings, safe HTML and bytes (integers 0 to 255) in order, as Phoenix does; a map or a
 //!   tuple cannot be output.
@@ -172,7 +174,8 @@
 //!   Elixir prints a large map in hash order.
 //! - Not supported (a located error): functions as values outside the arguments of the
 //!   functions above, ranges outside `for`, `in` and `Enum` arguments, the `Keyword` module
-//!   beyond `Keyword.get`, big integers, sigils, `with`, `try`,
+//!   beyond `Keyword.get`, a generator whose pattern binds a variable too
+//!   (`%{} = row <- @rows`), `into:` in the block `for`, big integers, sigils, `with`, `try`,
 //!   structs; functions of Phoenix.HTML other than `raw` (`link`, `content_tag`: register
 //!   them with [`EngineBuilder::function`]). A call of an unknown function is a located error
 //!   that names the nearest known function when one is close (`Enum.jion`: did you mean

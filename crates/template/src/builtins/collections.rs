@@ -160,7 +160,20 @@ pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Fa
                     let items = elements(&a)?;
                     Ok(Value::list(l.iter().chain(items.iter()).cloned()))
                 }
-                other => Err(expected("a map or a list to collect into", other)),
+                // `for x <- xs, into: "", do: ...`: strings only, as Elixir's `Collectable`
+                // for binaries takes.
+                Value::Str(s) => {
+                    let items = elements(&a)?;
+                    let mut out = s.as_str().to_owned();
+                    for v in items.iter() {
+                        let Value::Str(part) = v else {
+                            return Err(expected("strings to collect into a string", v));
+                        };
+                        out.push_str(part.as_str());
+                    }
+                    Ok(Value::from(out))
+                }
+                other => Err(expected("a map, a list or a string to collect into", other)),
             };
         }
         B::MapNew => {
