@@ -713,3 +713,39 @@ fn for_into_a_string_renders_through_the_derive() {
         "<ul><li>a</li><li>b</li></ul>"
     );
 }
+
+// `first..last//step` (a list, through the engine): pagination offsets, a countdown.
+
+const STEPPED: &str = "<%= for o <- 0..(@total - 1)//@per do %><%= o %>,<% end %>|\
+<%= for i <- @n..1//-1 do %><%= i %><% end %>";
+
+#[derive(Template, Serialize, Clone)]
+#[template(source = "<%= for o <- 0..(@total - 1)//@per do %><%= o %>,<% end %>|\
+<%= for i <- @n..1//-1 do %><%= i %><% end %>")]
+struct Stepped {
+    total: i64,
+    per: i64,
+    n: i64,
+}
+
+#[test]
+fn stepped_ranges_render_through_the_derive() {
+    let out = check(
+        STEPPED,
+        &Stepped {
+            total: 25,
+            per: 10,
+            n: 3,
+        },
+    );
+    assert_eq!(String::from_utf8(out).unwrap(), "0,10,20,|321");
+    let out = check(
+        STEPPED,
+        &Stepped {
+            total: 0,
+            per: 10,
+            n: 0,
+        },
+    );
+    assert_eq!(String::from_utf8(out).unwrap(), "|");
+}

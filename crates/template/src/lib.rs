@@ -91,7 +91,10 @@
 //! - **Operators**: `a.key` (a missing key is an error), `a[:key]` / `a["key"]` (missing is
 //!   `nil`), `+ - * /` (`/` always gives a float), `== != === !==` (`1 == 1.0`, `1 !== 1.0`),
 //!   `< <= > >=`, strict `and or not`, truthy `&& || !`, `<>`, `++`, `in` / `not in` (a list,
-//!   a map or a range `a..b`), the pipe `x |> f(y)`, one-line `if c, do: a, else: b`.
+//!   a map or a range `a..b`), the pipe `x |> f(y)`, one-line `if c, do: a, else: b`;
+//!   stepped ranges `first..last//step` as Elixir enumerates them (`0..10//5` is 0, 5, 10;
+//!   `3..1//-1` counts down; a zero step is an error), wherever a list goes (`for`, `in`,
+//!   `Enum` functions), listed and charged to the memory budget.
 //! - **Functions**: `to_string`, `inspect` (as Elixir 1.14 prints values, for debug panels),
 //!   `length`, `div`, `rem`, `abs`, `round`, `trunc`, `max`, `min`,
 //!   `hd`, `tl`, `elem`, `is_nil` and the other `is_*` guards, `map_size`, `tuple_size`,
@@ -159,8 +162,10 @@
 //! - **`length` also counts a string's code points and a map's entries**; Elixir's `length`
 //!   takes lists only.
 //! - **`for` over `first..last` with `first > last` runs no iteration**: `for i <- 1..@n` with
-//!   `@n = 0` renders nothing, which is what such a loop means; Elixir counts down (`[1, 0]`), a
-//!   behaviour its `Range` docs deprecate in favour of an explicit `first..last//-1`. Elsewhere
+//!   `@n = 0` renders nothing, which is what such a loop means (the Template of Doom with
+//!   `iters = 0` relies on it); Elixir 1.14 counts down (`[1, 0]`, with no warning), a
+//!   behaviour its `Range` docs deprecate in favour of an explicit `first..last//-1`, which
+//!   galleon counts down as Elixir does (`for i <- 3..1//-1`). Elsewhere
 //!   (`Enum` functions, `in`) a range with `first > last` counts down as in Elixir.
 //! - **An empty tag (`<%= %>`) and single-quoted charlists (`'abc'`) are errors**: both are
 //!   typos far more often than intended (EEx outputs nothing, and the bytes of the charlist).

@@ -110,6 +110,31 @@ fn key(v: &Value) -> Option<&Str> {
     }
 }
 
+/// `first..last//step` as a list, as Elixir enumerates it: up from `first` by a positive
+/// step while not past `last`, down by a negative one; empty when the step points away from
+/// `last`; a zero step is an error. Charged before it is built.
+fn stepped_range(first: &Value, last: &Value, step: &Value) -> Result<Value, Failure> {
+    let int = |v: &Value| match v {
+        Value::Int(i) => Ok(i128::from(*i)),
+        other => Err(expected("an integer range bound and step", other)),
+    };
+    let (first, last, step) = (int(first)?, int(last)?, int(step)?);
+    if step == 0 {
+        return Err("a range's step cannot be zero".to_owned());
+    }
+    let n = if (step > 0 && first <= last) || (step < 0 && first >= last) {
+        (last - first) / step + 1
+    } else {
+        0
+    };
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    budget::charge_str(n.saturating_mul(budget::ELEMENT_BYTES))?;
+    // Every element lies between `first` and `last`: each fits in an i64.
+    Ok(Value::list(
+        (0..n).map(|k| Value::Int((first + step * k as i128) as i64)),
+    ))
+}
+
 /// The value of a keyword list's first `{key, value}` pair with this key (`opts[:class]`,
 /// `Keyword.get`): other elements are passed over, as Erlang's `lists:keyfind` does.
 pub(crate) fn keyword_find<'v>(items: &'v [Value], key: &Value) -> Option<&'v Value> {
@@ -135,6 +160,7 @@ pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Fa
                 _ => Value::list(m.values().cloned()),
             });
         }
+        B::RangeStep => return stepped_range(&a, &x, &y),
         B::KeywordGet => {
             let Value::List(items) = &a else {
                 return Err(expected("a keyword list", &a));

@@ -94,6 +94,8 @@ pub(crate) enum Builtin {
     MapGet,
     /// `Keyword.get(opts, :key)` and `Keyword.get(opts, :key, default)`.
     KeywordGet,
+    /// `first..last//step`, listed (the parser's name for it is `..//`).
+    RangeStep,
     MapHasKey,
     MapKeys,
     MapValues,
@@ -235,6 +237,7 @@ const TABLE: &[(&str, &[usize], Builtin)] = &[
     ("Map.get", &[2, 3], Builtin::MapGet),
     ("Map.has_key?", &[2], Builtin::MapHasKey),
     ("Keyword.get", &[2, 3], Builtin::KeywordGet),
+    ("..//", &[3], Builtin::RangeStep),
     ("Map.keys", &[1], Builtin::MapKeys),
     ("Map.values", &[1], Builtin::MapValues),
     ("List.first", &[1], Builtin::ListFirst),
@@ -335,6 +338,7 @@ impl Builtin {
                 | B::StringPadTrailing
                 | B::StringReplace
                 | B::Inspect
+                | B::RangeStep
         )
     }
 

@@ -345,6 +345,12 @@ impl Names<'_> {
     /// The error for a call of `name` with `arity` arguments that nothing answers: the arities
     /// it takes when the name is known, else the nearest known name when one is close.
     fn unknown(&self, name: &str, name_span: Span, arity: usize) -> SyntaxError {
+        if name == crate::parser::STEP {
+            return SyntaxError::new(
+                name_span,
+                "`//` gives a range its step: `first..last//step`",
+            );
+        }
         let known = builtins::exists(name) || self.functions.iter().any(|f| f.name == name);
         if known {
             return SyntaxError::new(

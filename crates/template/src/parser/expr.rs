@@ -17,10 +17,18 @@ pub(super) struct Parser {
     pub(super) depth: usize,
 }
 
+/// The name of the call `last//step` builds, until `first..` takes it in.
+pub(crate) const STEP: &str = "//";
+
+/// The built-in `first..last//step` calls (see [`crate::builtins`]).
+pub(crate) const STEPPED_RANGE: &str = "..//";
+
 /// What an infix operator builds.
 enum Infix {
     Bin(BinOp),
     Range,
+    /// `last//step`, the right side of `first..last//step`.
+    Step,
     Pipe,
     NotIn,
 }
@@ -48,6 +56,7 @@ fn infix(tok: &Tok, next: Option<&Tok>) -> Option<(u8, u8, Infix, usize)> {
             (6, false, Infix::NotIn, 2)
         }
         Tok::Sym("..") => (7, true, Infix::Range, 1),
+        Tok::Sym("//") => (7, true, Infix::Step, 1),
         Tok::Sym("<>") => (7, true, Infix::Bin(BinOp::Concat), 1),
         Tok::Sym("++") => (7, true, Infix::Bin(BinOp::ListConcat), 1),
         Tok::Sym("+") => (8, false, Infix::Bin(BinOp::Add), 1),
@@ -71,7 +80,38 @@ fn combine(op: Infix, op_span: Span, lhs: Expr, rhs: Expr) -> Result<Expr, Synta
     let span = lhs.span.to(rhs.span);
     let kind = match op {
         Infix::Bin(op) => ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
-        Infix::Range => ExprKind::Range(Box::new(lhs), Box::new(rhs)),
+        // `first..last//step`: a call of the built-in that lists the range (`..//` is no name a
+        // template can spell); a `//` elsewhere is left a call of `//`, which the compiler
+        // reports.
+        Infix::Range => match rhs.kind {
+            ExprKind::Call {
+                name,
+                name_span,
+                mut args,
+                kwargs,
+            } if name == STEP && args.len() == 2 => {
+                args.insert(0, lhs);
+                ExprKind::Call {
+                    name: STEPPED_RANGE.to_owned(),
+                    name_span,
+                    args,
+                    kwargs,
+                }
+            }
+            kind => ExprKind::Range(
+                Box::new(lhs),
+                Box::new(Expr {
+                    kind,
+                    span: rhs.span,
+                }),
+            ),
+        },
+        Infix::Step => ExprKind::Call {
+            name: STEP.to_owned(),
+            name_span: op_span,
+            args: vec![lhs, rhs],
+            kwargs: Vec::new(),
+        },
         Infix::NotIn => ExprKind::Unary(
             UnOp::Not,
             Box::new(Expr {
@@ -252,7 +292,7 @@ impl Parser {
             lhs_height = match op {
                 Infix::NotIn => 2 + lhs_height.max(rhs_height),
                 Infix::Pipe => rhs_height.max(1 + lhs_height),
-                Infix::Bin(_) | Infix::Range => 1 + lhs_height.max(rhs_height),
+                Infix::Bin(_) | Infix::Range | Infix::Step => 1 + lhs_height.max(rhs_height),
             };
             if lhs_height > MAX_NESTING {
                 return Err(too_deep(op_span, "expression"));
