@@ -1,8 +1,10 @@
 //! Parser: tags and text to a tree of [`Node`]s, with block structure (`for`, `if`, `unless`,
 //! `case`, `cond`, `else`, `->` clauses, `end`) checked. Expressions are parsed in `expr.rs`
-//! (`if` and `case` inside one expression in `conditional.rs`),
+//! (`if` and `case` inside one expression in `conditional.rs`, lists, tuples and maps in
+//! `collections.rs`),
 //! patterns checked in `pattern.rs`.
 
+mod collections;
 mod conditional;
 mod expr;
 mod height;
