@@ -749,3 +749,27 @@ fn stepped_ranges_render_through_the_derive() {
     );
     assert_eq!(String::from_utf8(out).unwrap(), "|");
 }
+
+// `with ... do ... else ... end` inside one tag, through the engine.
+
+const WITH: &str = "<%= with %{email: e} <- @user, [_, d] <- String.split(e, \"@\") do d \
+else _ -> \"none\" end %>";
+
+#[derive(Template, Serialize, Clone)]
+#[template(
+    source = "<%= with %{email: e} <- @user, [_, d] <- String.split(e, \"@\") do d \
+else _ -> \"none\" end %>"
+)]
+struct With {
+    user: std::collections::BTreeMap<String, String>,
+}
+
+#[test]
+fn with_renders_through_the_derive() {
+    let mut user = std::collections::BTreeMap::new();
+    let out = check(WITH, &With { user: user.clone() });
+    assert_eq!(String::from_utf8(out).unwrap(), "none");
+    user.insert("email".to_owned(), "ada@example.com".to_owned());
+    let out = check(WITH, &With { user });
+    assert_eq!(String::from_utf8(out).unwrap(), "example.com");
+}

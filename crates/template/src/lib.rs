@@ -53,7 +53,7 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 368
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 372
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
 //! reproducing Phoenix.HTML's) and compares the bytes; the differences left are listed below.
 //!
@@ -72,7 +72,10 @@
 //!   `if`, `unless` and `case` take `do ... end` with expressions for branches, as Phoenix
 //!   pages write them in attributes: `<%= if @active do "on" else "off" end %>`, and
 //!   `<%= case @status do "paid" -> "green"; _ -> "grey" end %>` (clauses separated by `;` or
-//!   line breaks, so one tag may spread over lines; each body is one expression). A match as
+//!   line breaks, so one tag may spread over lines; each body is one expression), and `with`:
+//!   `<%= with %{email: e} <- @user, [_, d] <- String.split(e, "@") do d else _ -> "-" end %>`
+//!   (`pattern <- value`, `pattern = value` and bare clauses; without `else` the first value
+//!   not matching is the result, as in Elixir). A match as
 //!   the condition, the generators' flash idiom: `<%= if info = @flash[:info] do %><%= info
 //!   %><% end %>` binds `info` in both branches, the first taken when it is truthy (a variable
 //!   only: another pattern is a located error, where Elixir raises when it does not match).
@@ -180,7 +183,8 @@
 //! - Not supported (a located error): functions as values outside the arguments of the
 //!   functions above, ranges outside `for`, `in` and `Enum` arguments, the `Keyword` module
 //!   beyond `Keyword.get`, a generator whose pattern binds a variable too
-//!   (`%{} = row <- @rows`), `into:` in the block `for`, big integers, sigils, `with`, `try`,
+//!   (`%{} = row <- @rows`), `into:` in the block `for`, big integers, sigils, `with` as a
+//!   block over several tags (`<%= with ... do %>`) and guards in its clauses, `try`,
 //!   structs; functions of Phoenix.HTML other than `raw` (`link`, `content_tag`: register
 //!   them with [`EngineBuilder::function`]). A call of an unknown function is a located error
 //!   that names the nearest known function when one is close (`Enum.jion`: did you mean

@@ -445,6 +445,7 @@ impl Parser {
             "nil" => lit(Value::Nil),
             "if" | "unless" => self.if_expr(w == "unless", span),
             "case" => self.case_expr(span),
+            "with" => self.with_expr(span),
             "fn" => self.anonymous_fn(span),
             "for" => self.comprehension(span),
             _ if is_keyword(&w) => Err(SyntaxError::new(span, format!("unexpected keyword `{w}`"))),
