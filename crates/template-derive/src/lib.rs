@@ -329,6 +329,15 @@ fn walk_expr(e: &Expr, f: &mut impl FnMut(&Expr)) {
     match &e.kind {
         ExprKind::Lit(_) | ExprKind::Assign(_) | ExprKind::Var(_) => {}
         ExprKind::Field(x, _) | ExprKind::Unary(_, x) => walk_expr(x, f),
+        ExprKind::Case { subject, clauses } => {
+            walk_expr(subject, f);
+            for c in clauses {
+                if let Some(g) = &c.guard {
+                    walk_expr(g, f);
+                }
+                walk_expr(&c.body, f);
+            }
+        }
         ExprKind::Fn(clauses) => {
             for c in clauses {
                 if let Some(g) = &c.guard {

@@ -76,7 +76,11 @@ pub(crate) fn is_closed(e: &Expr) -> bool {
         ExprKind::Lit(_) => true,
         // A function's parameters are variables: not folded (the template renders through the
         // engine, where the call runs).
-        ExprKind::Assign(_) | ExprKind::Var(_) | ExprKind::Fn(_) | ExprKind::For { .. } => false,
+        ExprKind::Assign(_)
+        | ExprKind::Var(_)
+        | ExprKind::Fn(_)
+        | ExprKind::For { .. }
+        | ExprKind::Case { .. } => false,
         ExprKind::Field(x, _) | ExprKind::Unary(_, x) => is_closed(x),
         ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) | ExprKind::Range(a, b) => {
             is_closed(a) && is_closed(b)

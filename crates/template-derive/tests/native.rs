@@ -613,3 +613,163 @@ fn phoenix_helpers_render_through_the_derive() {
          {:ok, 1000.0}|a b c"
     );
 }
+
+// Syntax Phoenix 1.4-1.6 pages use (issue 36): keyword lists, and `if`/`case` with
+// `do ... end` inside one tag; natively where the derive types them, else through the engine.
+
+const SYNTAX: &str = "<% opts = [class: \"btn\", decimals: 2] %><b class=\"<%= opts[:class] %>\">\
+<%= :erlang.float_to_binary(@price, [decimals: Keyword.get(opts, :decimals)]) %></b>|\
+<%= if @admin do \"admin\" else \"user\" end %>|<%= unless @admin do \"guest\" end %>|\
+<span class=\"<%= case @status do\n  \"paid\" -> \"green\"\n  _ -> \"grey\"\nend %>\"></span>";
+
+#[derive(Template, Serialize, Clone)]
+#[template(
+    source = "<% opts = [class: \"btn\", decimals: 2] %><b class=\"<%= opts[:class] %>\">\
+<%= :erlang.float_to_binary(@price, [decimals: Keyword.get(opts, :decimals)]) %></b>|\
+<%= if @admin do \"admin\" else \"user\" end %>|<%= unless @admin do \"guest\" end %>|\
+<span class=\"<%= case @status do\n  \"paid\" -> \"green\"\n  _ -> \"grey\"\nend %>\"></span>"
+)]
+struct Syntax {
+    price: f64,
+    admin: bool,
+    status: String,
+}
+
+#[test]
+fn phoenix_syntax_renders_through_the_derive() {
+    let page = |admin: bool, status: &str| {
+        let t = Syntax {
+            price: 1.115,
+            admin,
+            status: status.into(),
+        };
+        String::from_utf8(check(SYNTAX, &t)).unwrap()
+    };
+    assert_eq!(
+        page(true, "paid"),
+        "<b class=\"btn\">1.12</b>|admin||<span class=\"green\"></span>"
+    );
+    assert_eq!(
+        page(false, "new"),
+        "<b class=\"btn\">1.12</b>|user|guest|<span class=\"grey\"></span>"
+    );
+}
+
+// `if name = value do` (the generators' flash idiom): `name` bound in the branches.
+
+const BOUND_IF: &str = "<%= if user = @user do %>Hi <%= user %><% else %>Hi guest<% end %>|\
+<%= if n = @count, do: n * 2, else: 0 %>";
+
+#[derive(Template, Serialize, Clone)]
+#[template(
+    source = "<%= if user = @user do %>Hi <%= user %><% else %>Hi guest<% end %>|\
+<%= if n = @count, do: n * 2, else: 0 %>"
+)]
+struct BoundIf {
+    user: Option<String>,
+    count: Option<i64>,
+}
+
+#[test]
+fn a_match_as_if_condition_renders_through_the_derive() {
+    let out = check(
+        BOUND_IF,
+        &BoundIf {
+            user: Some("Ada & co".into()),
+            count: Some(4),
+        },
+    );
+    assert_eq!(String::from_utf8(out).unwrap(), "Hi Ada &amp; co|8");
+    let out = check(
+        BOUND_IF,
+        &BoundIf {
+            user: None,
+            count: None,
+        },
+    );
+    assert_eq!(String::from_utf8(out).unwrap(), "Hi guest|0");
+}
+
+// `for ..., into: "", do: ...`: the bodies joined, through the engine.
+
+const FOR_INTO: &str = "<ul><%= raw(for x <- @xs, into: \"\", do: \"<li>#{x}</li>\") %></ul>";
+
+#[derive(Template, Serialize, Clone)]
+#[template(source = "<ul><%= raw(for x <- @xs, into: \"\", do: \"<li>#{x}</li>\") %></ul>")]
+struct ForInto {
+    xs: Vec<String>,
+}
+
+#[test]
+fn for_into_a_string_renders_through_the_derive() {
+    let out = check(
+        FOR_INTO,
+        &ForInto {
+            xs: vec!["a".into(), "b".into()],
+        },
+    );
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "<ul><li>a</li><li>b</li></ul>"
+    );
+}
+
+// `first..last//step` (a list, through the engine): pagination offsets, a countdown.
+
+const STEPPED: &str = "<%= for o <- 0..(@total - 1)//@per do %><%= o %>,<% end %>|\
+<%= for i <- @n..1//-1 do %><%= i %><% end %>";
+
+#[derive(Template, Serialize, Clone)]
+#[template(source = "<%= for o <- 0..(@total - 1)//@per do %><%= o %>,<% end %>|\
+<%= for i <- @n..1//-1 do %><%= i %><% end %>")]
+struct Stepped {
+    total: i64,
+    per: i64,
+    n: i64,
+}
+
+#[test]
+fn stepped_ranges_render_through_the_derive() {
+    let out = check(
+        STEPPED,
+        &Stepped {
+            total: 25,
+            per: 10,
+            n: 3,
+        },
+    );
+    assert_eq!(String::from_utf8(out).unwrap(), "0,10,20,|321");
+    let out = check(
+        STEPPED,
+        &Stepped {
+            total: 0,
+            per: 10,
+            n: 0,
+        },
+    );
+    assert_eq!(String::from_utf8(out).unwrap(), "|");
+}
+
+// `with ... do ... else ... end` inside one tag, through the engine.
+
+const WITH: &str = "<%= with %{email: e} <- @user, [_, d] <- String.split(e, \"@\") do d \
+else _ -> \"none\" end %>";
+
+#[derive(Template, Serialize, Clone)]
+#[template(
+    source = "<%= with %{email: e} <- @user, [_, d] <- String.split(e, \"@\") do d \
+else _ -> \"none\" end %>"
+)]
+struct With {
+    user: std::collections::BTreeMap<String, String>,
+}
+
+#[test]
+fn with_renders_through_the_derive() {
+    let mut user = std::collections::BTreeMap::new();
+    let out = check(WITH, &With { user: user.clone() });
+    assert_eq!(String::from_utf8(out).unwrap(), "none");
+    user.insert("email".to_owned(), "ada@example.com".to_owned());
+    let out = check(WITH, &With { user });
+    assert_eq!(String::from_utf8(out).unwrap(), "example.com");
+}

@@ -214,6 +214,12 @@ pub enum ExprKind {
         then: Box<Expr>,
         otherwise: Option<Box<Expr>>,
     },
+    /// `case subject do pattern -> value ... end` inside one expression: each clause is a
+    /// one-parameter [`FnClause`], tried in order; none matching is a render error.
+    Case {
+        subject: Box<Expr>,
+        clauses: Vec<FnClause>,
+    },
     /// `fn x, y -> body end` (clauses tried in order), or a capture (`&(&1 * 2)` has the parameter `&1`,
     /// `&String.upcase/1` the body `String.upcase(&1)`): only an argument of the `Enum`
     /// functions that take one.

@@ -53,7 +53,7 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 342
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 372
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
 //! reproducing Phoenix.HTML's) and compares the bytes; the differences left are listed below.
 //!
@@ -68,7 +68,17 @@
 //!   `<%= if cond do %>...<% else %>...<% end %>`, `unless`;
 //!   `<%= case expr do %><% {:ok, x} when x > 1 -> %>...<% _ -> %>...<% end %>` (no clause
 //!   matching is an error, as in Elixir); `<%= cond do %><% a -> %>...<% true -> %>...<% end %>`.
-//!   A block opened with `<%` instead of `<%=` outputs nothing, as in EEx.
+//!   A block opened with `<%` instead of `<%=` outputs nothing, as in EEx. Inside one tag,
+//!   `if`, `unless` and `case` take `do ... end` with expressions for branches, as Phoenix
+//!   pages write them in attributes: `<%= if @active do "on" else "off" end %>`, and
+//!   `<%= case @status do "paid" -> "green"; _ -> "grey" end %>` (clauses separated by `;` or
+//!   line breaks, so one tag may spread over lines; each body is one expression), and `with`:
+//!   `<%= with %{email: e} <- @user, [_, d] <- String.split(e, "@") do d else _ -> "-" end %>`
+//!   (`pattern <- value`, `pattern = value` and bare clauses; without `else` the first value
+//!   not matching is the result, as in Elixir). A match as
+//!   the condition, the generators' flash idiom: `<%= if info = @flash[:info] do %><%= info
+//!   %><% end %>` binds `info` in both branches, the first taken when it is truthy (a variable
+//!   only: another pattern is a located error, where Elixir raises when it does not match).
 //! - **Variables**: `<% x = expr %>` (also `<% {a, b} = expr %>`; a failed match is an error);
 //!   visible to the end of the enclosing block. Patterns: variables, `_`, literals, atoms,
 //!   `^pinned`, tuples, lists, maps (`%{status: "paid", total: t}`: at least these keys).
@@ -77,11 +87,17 @@
 //!   `0o17`, `0b101`; 64-bit), floats (printed as Elixir prints them: `1000.0` is `1.0e3`),
 //!   strings with Elixir's escapes (`\n \t \s \e \xHH \uHHHH \u{H...}`) and
 //!   `"#{interpolation}"` (each part through `to_string`), atoms (`:ok`, `:"a b"`), lists
-//!   `[a, b]`, tuples `{a, b}`, maps `%{"k" => v, k: v}`.
+//!   `[a, b]`, keyword lists `[class: "btn", id: 1]` (a list of `{:key, value}` tuples, as
+//!   in Elixir: `opts[:class]` and `Keyword.get(opts, :class, default)` read them, and a
+//!   built-in taking options takes them as a list too: `:erlang.float_to_binary(x, opts)`),
+//!   tuples `{a, b}`, maps `%{"k" => v, k: v}`.
 //! - **Operators**: `a.key` (a missing key is an error), `a[:key]` / `a["key"]` (missing is
 //!   `nil`), `+ - * /` (`/` always gives a float), `== != === !==` (`1 == 1.0`, `1 !== 1.0`),
 //!   `< <= > >=`, strict `and or not`, truthy `&& || !`, `<>`, `++`, `in` / `not in` (a list,
-//!   a map or a range `a..b`), the pipe `x |> f(y)`, one-line `if c, do: a, else: b`.
+//!   a map or a range `a..b`), the pipe `x |> f(y)`, one-line `if c, do: a, else: b`;
+//!   stepped ranges `first..last//step` as Elixir enumerates them (`0..10//5` is 0, 5, 10;
+//!   `3..1//-1` counts down; a zero step is an error), wherever a list goes (`for`, `in`,
+//!   `Enum` functions), listed and charged to the memory budget.
 //! - **Functions**: `to_string`, `inspect` (as Elixir 1.14 prints values, for debug panels),
 //!   `length`, `div`, `rem`, `abs`, `round`, `trunc`, `max`, `min`,
 //!   `hd`, `tl`, `elem`, `is_nil` and the other `is_*` guards, `map_size`, `tuple_size`,
@@ -115,7 +131,9 @@
 //!   `&String.upcase/1` (built-in or registered functions). They close over variables and
 //!   assigns, and their calls spend the render's steps; they are not values otherwise (no
 //!   `f.(x)`, no function in a variable). The one-line `for x <- xs, filter, do: body` is a
-//!   list, like `Enum.map` (elements not matching a generator's pattern are skipped).
+//!   list, like `Enum.map` (elements not matching a generator's pattern are skipped); with
+//!   `into:` it is collected as `Enum.into` does: `for x <- @xs, into: "", do: "<li>#{x}</li>"`
+//!   joins strings (only strings, as in Elixir), `into: %{}` builds a map.
 //! - **Output**: `nil` outputs nothing, atoms their name, floats as above; a list outputs its
 //!   strings, safe HTML and bytes (integers 0 to 255) in order, as Phoenix does; a map or a
 //!   tuple cannot be output.
@@ -147,8 +165,10 @@
 //! - **`length` also counts a string's code points and a map's entries**; Elixir's `length`
 //!   takes lists only.
 //! - **`for` over `first..last` with `first > last` runs no iteration**: `for i <- 1..@n` with
-//!   `@n = 0` renders nothing, which is what such a loop means; Elixir counts down (`[1, 0]`), a
-//!   behaviour its `Range` docs deprecate in favour of an explicit `first..last//-1`. Elsewhere
+//!   `@n = 0` renders nothing, which is what such a loop means (the Template of Doom with
+//!   `iters = 0` relies on it); Elixir 1.14 counts down (`[1, 0]`, with no warning), a
+//!   behaviour its `Range` docs deprecate in favour of an explicit `first..last//-1`, which
+//!   galleon counts down as Elixir does (`for i <- 3..1//-1`). Elsewhere
 //!   (`Enum` functions, `in`) a range with `first > last` counts down as in Elixir.
 //! - **An empty tag (`<%= %>`) and single-quoted charlists (`'abc'`) are errors**: both are
 //!   typos far more often than intended (EEx outputs nothing, and the bytes of the charlist).
@@ -161,8 +181,10 @@
 //!   written `%{"a" => 1}` prints as `%{a: 1}`; and in key order even past 32 keys, where
 //!   Elixir prints a large map in hash order.
 //! - Not supported (a located error): functions as values outside the arguments of the
-//!   functions above, ranges outside `for`, `in` and `Enum` arguments, keyword-list literals
-//!   (`[a: 1]`; keyword options of a call are fine), big integers, sigils, `with`, `try`,
+//!   functions above, ranges outside `for`, `in` and `Enum` arguments, the `Keyword` module
+//!   beyond `Keyword.get`, a generator whose pattern binds a variable too
+//!   (`%{} = row <- @rows`), `into:` in the block `for`, big integers, sigils, `with` as a
+//!   block over several tags (`<%= with ... do %>`) and guards in its clauses, `try`,
 //!   structs; functions of Phoenix.HTML other than `raw` (`link`, `content_tag`: register
 //!   them with [`EngineBuilder::function`]). A call of an unknown function is a located error
 //!   that names the nearest known function when one is close (`Enum.jion`: did you mean

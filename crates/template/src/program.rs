@@ -313,6 +313,9 @@ pub(crate) enum CodeKind {
     /// A built-in that takes a function (`Enum.map(xs, fn x -> ... end)`): the VM calls it
     /// (`vm/higher.rs`). Told apart at compile time, so that other built-ins pay no check.
     HigherOrder(Builtin, Vec<Code>),
+    /// `case subject do ... end` inside one expression: the clauses as a one-parameter
+    /// function's, applied to the subject (`vm/higher.rs`).
+    Case(Box<Code>, Box<FnCode>),
     /// An anonymous function: only an argument of a built-in that takes one (`Enum.map`).
     Fn(Box<FnCode>),
     /// A parameter of an anonymous function, by its slot among the render's function slots.

@@ -110,6 +110,40 @@ fn key(v: &Value) -> Option<&Str> {
     }
 }
 
+/// `first..last//step` as a list, as Elixir enumerates it: up from `first` by a positive
+/// step while not past `last`, down by a negative one; empty when the step points away from
+/// `last`; a zero step is an error. Charged before it is built.
+fn stepped_range(first: &Value, last: &Value, step: &Value) -> Result<Value, Failure> {
+    let int = |v: &Value| match v {
+        Value::Int(i) => Ok(i128::from(*i)),
+        other => Err(expected("an integer range bound and step", other)),
+    };
+    let (first, last, step) = (int(first)?, int(last)?, int(step)?);
+    if step == 0 {
+        return Err("a range's step cannot be zero".to_owned());
+    }
+    let n = if (step > 0 && first <= last) || (step < 0 && first >= last) {
+        (last - first) / step + 1
+    } else {
+        0
+    };
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    budget::charge_str(n.saturating_mul(budget::ELEMENT_BYTES))?;
+    // Every element lies between `first` and `last`: each fits in an i64.
+    Ok(Value::list(
+        (0..n).map(|k| Value::Int((first + step * k as i128) as i64)),
+    ))
+}
+
+/// The value of a keyword list's first `{key, value}` pair with this key (`opts[:class]`,
+/// `Keyword.get`): other elements are passed over, as Erlang's `lists:keyfind` does.
+pub(crate) fn keyword_find<'v>(items: &'v [Value], key: &Value) -> Option<&'v Value> {
+    items.iter().find_map(|item| match item {
+        Value::Tuple(pair) if pair.len() == 2 && pair[0] == *key => Some(&pair[1]),
+        _ => None,
+    })
+}
+
 /// Runs an `Enum`, `Map` or `List` built-in on its (up to three) arguments.
 pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Failure> {
     use Builtin as B;
@@ -125,6 +159,16 @@ pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Fa
                 B::MapKeys => Value::list(m.keys().map(|k| Value::Str(k.clone()))),
                 _ => Value::list(m.values().cloned()),
             });
+        }
+        B::RangeStep => return stepped_range(&a, &x, &y),
+        B::KeywordGet => {
+            let Value::List(items) = &a else {
+                return Err(expected("a keyword list", &a));
+            };
+            if !matches!(x, Value::Atom(_)) {
+                return Err(expected("an atom key", &x));
+            }
+            return Ok(keyword_find(items, &x).cloned().unwrap_or(y));
         }
         B::EnumCount => {
             if let Value::Map(m) = &a {
@@ -142,7 +186,20 @@ pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Fa
                     let items = elements(&a)?;
                     Ok(Value::list(l.iter().chain(items.iter()).cloned()))
                 }
-                other => Err(expected("a map or a list to collect into", other)),
+                // `for x <- xs, into: "", do: ...`: strings only, as Elixir's `Collectable`
+                // for binaries takes.
+                Value::Str(s) => {
+                    let items = elements(&a)?;
+                    let mut out = s.as_str().to_owned();
+                    for v in items.iter() {
+                        let Value::Str(part) = v else {
+                            return Err(expected("strings to collect into a string", v));
+                        };
+                        out.push_str(part.as_str());
+                    }
+                    Ok(Value::from(out))
+                }
+                other => Err(expected("a map, a list or a string to collect into", other)),
             };
         }
         B::MapNew => {

@@ -92,6 +92,10 @@ pub(crate) enum Builtin {
     FloatFloor,
     FloatCeil,
     MapGet,
+    /// `Keyword.get(opts, :key)` and `Keyword.get(opts, :key, default)`.
+    KeywordGet,
+    /// `first..last//step`, listed (the parser's name for it is `..//`).
+    RangeStep,
     MapHasKey,
     MapKeys,
     MapValues,
@@ -232,6 +236,8 @@ const TABLE: &[(&str, &[usize], Builtin)] = &[
     ("Float.ceil", &[1], Builtin::FloatCeil),
     ("Map.get", &[2, 3], Builtin::MapGet),
     ("Map.has_key?", &[2], Builtin::MapHasKey),
+    ("Keyword.get", &[2, 3], Builtin::KeywordGet),
+    ("..//", &[3], Builtin::RangeStep),
     ("Map.keys", &[1], Builtin::MapKeys),
     ("Map.values", &[1], Builtin::MapValues),
     ("List.first", &[1], Builtin::ListFirst),
@@ -312,6 +318,7 @@ impl Builtin {
                 | B::EnumMin
                 | B::EnumMax
                 | B::MapGet
+                | B::KeywordGet
                 | B::ListFirst
                 | B::ListLast
                 | B::EnumFind
@@ -331,6 +338,7 @@ impl Builtin {
                 | B::StringPadTrailing
                 | B::StringReplace
                 | B::Inspect
+                | B::RangeStep
         )
     }
 

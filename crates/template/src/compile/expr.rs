@@ -216,6 +216,7 @@ impl Names<'_> {
                 kwargs,
             } => self.call(name, *name_span, args, kwargs, e.span)?,
             ExprKind::For { qualifiers, body } => self.comprehension(qualifiers, body)?,
+            ExprKind::Case { subject, clauses } => self.case(subject, clauses, e.span)?,
             ExprKind::Fn(_) => {
                 return Err(SyntaxError::new(
                     e.span,
@@ -241,64 +242,12 @@ impl Names<'_> {
         if name == "render" {
             return self.partial(args, kwargs, span);
         }
-        let arity = args.len() + usize::from(!kwargs.is_empty());
         if !kwargs.is_empty() {
-            // Keyword options, for the built-ins that take them: a keyword list, last.
-            if let Some(b) = builtins::lookup(name, arity).filter(|b| b.takes_options()) {
-                let mut code = self.builtin_args(b, args)?;
-                let mut opts = Vec::with_capacity(kwargs.len());
-                for (k, kspan, v) in kwargs {
-                    let key = Code {
-                        kind: CodeKind::Lit(Value::atom(k)),
-                        span: *kspan,
-                    };
-                    opts.push(Code {
-                        span: kspan.to(v.span),
-                        kind: CodeKind::Tuple(vec![key, self.expr(v)?]),
-                    });
-                }
-                code.push(Code {
-                    kind: CodeKind::List(opts),
-                    span,
-                });
-                return Ok(CodeKind::Builtin(b, code));
-            }
-            // Known with these arguments, with or without the options: the options are wrong.
-            let takes = |n: usize| {
-                builtins::lookup(name, n).is_some()
-                    || self
-                        .functions
-                        .iter()
-                        .any(|f| f.name == name && f.arity == n)
-            };
-            let callable = takes(arity) || takes(args.len());
-            if callable {
-                return Err(SyntaxError::new(
-                    name_span,
-                    format!("`{name}` takes no keyword arguments"),
-                ));
-            }
-            return Err(self.unknown(name, name_span, arity));
+            return self.call_with_options(name, name_span, args, kwargs, span);
         }
+        let arity = args.len();
         if name == "raw" || name == "Phoenix.HTML.raw" {
-            if args.len() != 1 {
-                return Err(SyntaxError::new(
-                    span,
-                    format!("`{name}` takes exactly one argument"),
-                ));
-            }
-            if let ExprKind::Lit(v) = &args[0].kind
-                && !matches!(v, Value::Str(_) | Value::Nil | Value::List(_))
-            {
-                return Err(SyntaxError::new(
-                    args[0].span,
-                    format!(
-                        "`raw` expects a string, safe HTML, a list or nil, not a {}",
-                        v.type_name()
-                    ),
-                ));
-            }
-            return Ok(CodeKind::Raw(Box::new(self.expr(&args[0])?)));
+            return self.raw(name, args, span);
         }
         // Registered functions come first: an application may shadow a built-in.
         if let Some(i) = self
@@ -319,9 +268,89 @@ impl Names<'_> {
         Err(self.unknown(name, name_span, arity))
     }
 
+    /// A call with keyword options (`String.split(s, ",", trim: true)`): the built-ins that
+    /// take options get them as a keyword list, last. Out of line, as are `raw` and `case`:
+    /// `call` is on the path of every nested call, so its frame stays small.
+    #[inline(never)]
+    fn call_with_options(
+        &mut self,
+        name: &str,
+        name_span: Span,
+        args: &[Expr],
+        kwargs: &[(String, Span, Expr)],
+        span: Span,
+    ) -> R<CodeKind> {
+        let arity = args.len() + 1;
+        // Keyword options, for the built-ins that take them: a keyword list, last.
+        if let Some(b) = builtins::lookup(name, arity).filter(|b| b.takes_options()) {
+            let mut code = self.builtin_args(b, args)?;
+            let mut opts = Vec::with_capacity(kwargs.len());
+            for (k, kspan, v) in kwargs {
+                let key = Code {
+                    kind: CodeKind::Lit(Value::atom(k)),
+                    span: *kspan,
+                };
+                opts.push(Code {
+                    span: kspan.to(v.span),
+                    kind: CodeKind::Tuple(vec![key, self.expr(v)?]),
+                });
+            }
+            code.push(Code {
+                kind: CodeKind::List(opts),
+                span,
+            });
+            return Ok(CodeKind::Builtin(b, code));
+        }
+        // Known with these arguments, with or without the options: the options are wrong.
+        let takes = |n: usize| {
+            builtins::lookup(name, n).is_some()
+                || self
+                    .functions
+                    .iter()
+                    .any(|f| f.name == name && f.arity == n)
+        };
+        let callable = takes(arity) || takes(args.len());
+        if callable {
+            return Err(SyntaxError::new(
+                name_span,
+                format!("`{name}` takes no keyword arguments"),
+            ));
+        }
+        Err(self.unknown(name, name_span, arity))
+    }
+
+    /// `raw(x)`: a literal argument must be something `raw` takes.
+    #[inline(never)]
+    fn raw(&mut self, name: &str, args: &[Expr], span: Span) -> R<CodeKind> {
+        if args.len() != 1 {
+            return Err(SyntaxError::new(
+                span,
+                format!("`{name}` takes exactly one argument"),
+            ));
+        }
+        if let ExprKind::Lit(v) = &args[0].kind
+            && !matches!(v, Value::Str(_) | Value::Nil | Value::List(_))
+        {
+            return Err(SyntaxError::new(
+                args[0].span,
+                format!(
+                    "`raw` expects a string, safe HTML, a list or nil, not a {}",
+                    v.type_name()
+                ),
+            ));
+        }
+        Ok(CodeKind::Raw(Box::new(self.expr(&args[0])?)))
+    }
+
     /// The error for a call of `name` with `arity` arguments that nothing answers: the arities
     /// it takes when the name is known, else the nearest known name when one is close.
     fn unknown(&self, name: &str, name_span: Span, arity: usize) -> SyntaxError {
+        if name == crate::parser::STEP {
+            return SyntaxError::new(
+                name_span,
+                "`//` gives a range its step: `first..last//step`",
+            );
+        }
         let known = builtins::exists(name) || self.functions.iter().any(|f| f.name == name);
         if known {
             return SyntaxError::new(
@@ -440,9 +469,28 @@ impl Names<'_> {
         })))
     }
 
+    /// `case subject do ... end` inside one expression; out of line, so that `expr`'s frame,
+    /// which recursion multiplies, stays small.
+    #[inline(never)]
+    fn case(&mut self, subject: &Expr, clauses: &[FnClause], span: Span) -> R<CodeKind> {
+        let subject = self.expr(subject)?;
+        Ok(CodeKind::Case(
+            Box::new(subject),
+            Box::new(self.fn_code(clauses, span)?),
+        ))
+    }
+
     /// An anonymous function: each clause's parameters bind function slots, seen only in its
     /// guard and body.
     fn function(&mut self, clauses: &[FnClause], span: Span) -> R<Code> {
+        Ok(Code {
+            kind: CodeKind::Fn(Box::new(self.fn_code(clauses, span)?)),
+            span,
+        })
+    }
+
+    /// The clauses of a function (or of a one-expression `case`), compiled.
+    fn fn_code(&mut self, clauses: &[FnClause], span: Span) -> R<FnCode> {
         let mut out = Vec::with_capacity(clauses.len());
         for clause in clauses {
             let scope = self.scope.len();
@@ -450,13 +498,10 @@ impl Names<'_> {
             self.scope.truncate(scope);
             out.push(compiled?);
         }
-        Ok(Code {
-            kind: CodeKind::Fn(Box::new(FnCode {
-                arity: clauses.first().map_or(0, |c| c.params.len()),
-                clauses: out,
-                slots_end: self.fn_slots,
-                span,
-            })),
+        Ok(FnCode {
+            arity: clauses.first().map_or(0, |c| c.params.len()),
+            clauses: out,
+            slots_end: self.fn_slots,
             span,
         })
     }

@@ -17,10 +17,18 @@ pub(super) struct Parser {
     pub(super) depth: usize,
 }
 
+/// The name of the call `last//step` builds, until `first..` takes it in.
+pub(crate) const STEP: &str = "//";
+
+/// The built-in `first..last//step` calls (see [`crate::builtins`]).
+pub(crate) const STEPPED_RANGE: &str = "..//";
+
 /// What an infix operator builds.
 enum Infix {
     Bin(BinOp),
     Range,
+    /// `last//step`, the right side of `first..last//step`.
+    Step,
     Pipe,
     NotIn,
 }
@@ -48,6 +56,7 @@ fn infix(tok: &Tok, next: Option<&Tok>) -> Option<(u8, u8, Infix, usize)> {
             (6, false, Infix::NotIn, 2)
         }
         Tok::Sym("..") => (7, true, Infix::Range, 1),
+        Tok::Sym("//") => (7, true, Infix::Step, 1),
         Tok::Sym("<>") => (7, true, Infix::Bin(BinOp::Concat), 1),
         Tok::Sym("++") => (7, true, Infix::Bin(BinOp::ListConcat), 1),
         Tok::Sym("+") => (8, false, Infix::Bin(BinOp::Add), 1),
@@ -71,7 +80,38 @@ fn combine(op: Infix, op_span: Span, lhs: Expr, rhs: Expr) -> Result<Expr, Synta
     let span = lhs.span.to(rhs.span);
     let kind = match op {
         Infix::Bin(op) => ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
-        Infix::Range => ExprKind::Range(Box::new(lhs), Box::new(rhs)),
+        // `first..last//step`: a call of the built-in that lists the range (`..//` is no name a
+        // template can spell); a `//` elsewhere is left a call of `//`, which the compiler
+        // reports.
+        Infix::Range => match rhs.kind {
+            ExprKind::Call {
+                name,
+                name_span,
+                mut args,
+                kwargs,
+            } if name == STEP && args.len() == 2 => {
+                args.insert(0, lhs);
+                ExprKind::Call {
+                    name: STEPPED_RANGE.to_owned(),
+                    name_span,
+                    args,
+                    kwargs,
+                }
+            }
+            kind => ExprKind::Range(
+                Box::new(lhs),
+                Box::new(Expr {
+                    kind,
+                    span: rhs.span,
+                }),
+            ),
+        },
+        Infix::Step => ExprKind::Call {
+            name: STEP.to_owned(),
+            name_span: op_span,
+            args: vec![lhs, rhs],
+            kwargs: Vec::new(),
+        },
         Infix::NotIn => ExprKind::Unary(
             UnOp::Not,
             Box::new(Expr {
@@ -171,14 +211,14 @@ impl Parser {
         }
     }
 
-    fn next_token(&mut self) -> Option<Token> {
+    pub(super) fn next_token(&mut self) -> Option<Token> {
         let t = self.tokens.get(self.pos).cloned();
         self.pos += 1;
         t
     }
 
     /// The span of the token just consumed.
-    fn prev_span(&self) -> Span {
+    pub(super) fn prev_span(&self) -> Span {
         self.tokens
             .get(self.pos.saturating_sub(1))
             .map_or(Span::new(self.end, self.end), |t| t.span)
@@ -252,7 +292,7 @@ impl Parser {
             lhs_height = match op {
                 Infix::NotIn => 2 + lhs_height.max(rhs_height),
                 Infix::Pipe => rhs_height.max(1 + lhs_height),
-                Infix::Bin(_) | Infix::Range => 1 + lhs_height.max(rhs_height),
+                Infix::Bin(_) | Infix::Range | Infix::Step => 1 + lhs_height.max(rhs_height),
             };
             if lhs_height > MAX_NESTING {
                 return Err(too_deep(op_span, "expression"));
@@ -355,24 +395,6 @@ impl Parser {
         })
     }
 
-    /// `[a, b]`; `[` is consumed.
-    fn list(&mut self, span: Span) -> Result<Expr, SyntaxError> {
-        let items = self.items("]")?;
-        Ok(Expr {
-            kind: ExprKind::List(items),
-            span: span.to(self.prev_span()),
-        })
-    }
-
-    /// `{a, b}`; `{` is consumed.
-    fn tuple(&mut self, span: Span) -> Result<Expr, SyntaxError> {
-        let items = self.items("}")?;
-        Ok(Expr {
-            kind: ExprKind::Tuple(items),
-            span: span.to(self.prev_span()),
-        })
-    }
-
     /// `:name`, or `:erlang.float_to_binary(x, decimals: 2)`: a call into an Erlang module.
     fn atom(&mut self, a: String, span: Span) -> Result<Expr, SyntaxError> {
         let erlang_call = matches!(self.peek(), Some(Tok::Sym(".")))
@@ -421,7 +443,9 @@ impl Parser {
             "true" => lit(Value::Bool(true)),
             "false" => lit(Value::Bool(false)),
             "nil" => lit(Value::Nil),
-            "if" | "unless" => self.one_line_if(w == "unless", span),
+            "if" | "unless" => self.if_expr(w == "unless", span),
+            "case" => self.case_expr(span),
+            "with" => self.with_expr(span),
             "fn" => self.anonymous_fn(span),
             "for" => self.comprehension(span),
             _ if is_keyword(&w) => Err(SyntaxError::new(span, format!("unexpected keyword `{w}`"))),
@@ -526,55 +550,6 @@ impl Parser {
         }
     }
 
-    /// Comma-separated expressions up to `close` (the opening bracket is consumed).
-    fn items(&mut self, close: &str) -> Result<Vec<Expr>, SyntaxError> {
-        let mut items = Vec::new();
-        if !self.eat_sym(close) {
-            loop {
-                items.push(self.expr()?);
-                if self.eat_sym(close) {
-                    break;
-                }
-                self.expect_sym(",")?;
-            }
-        }
-        Ok(items)
-    }
-
-    /// `%{k => v, key: v}`; `%{` is consumed.
-    fn map(&mut self, span: Span) -> Result<Expr, SyntaxError> {
-        let mut entries = Vec::new();
-        if !self.eat_sym("}") {
-            loop {
-                if let Some(Token {
-                    tok: Tok::Key(k),
-                    span: kspan,
-                    ..
-                }) = self.tokens.get(self.pos).cloned()
-                {
-                    self.pos += 1;
-                    let key = Expr {
-                        kind: ExprKind::Lit(Value::atom(&k)),
-                        span: kspan,
-                    };
-                    entries.push((key, self.expr()?));
-                } else {
-                    let key = self.expr()?;
-                    self.expect_sym("=>")?;
-                    entries.push((key, self.expr()?));
-                }
-                if self.eat_sym("}") {
-                    break;
-                }
-                self.expect_sym(",")?;
-            }
-        }
-        Ok(Expr {
-            kind: ExprKind::Map(entries),
-            span: span.to(self.prev_span()),
-        })
-    }
-
     /// `"a #{b} c"`: each `#{...}` parsed on its own tokens.
     fn interpolation(&mut self, parts: Vec<Part>, span: Span) -> Result<Expr, SyntaxError> {
         let mut out = Vec::with_capacity(parts.len());
@@ -609,55 +584,6 @@ impl Parser {
         Ok(Expr {
             kind: ExprKind::Interp(out),
             span,
-        })
-    }
-
-    /// `if c, do: a, else: b` or `if(c, do: a, else: b)`; `if` is consumed.
-    fn one_line_if(&mut self, negate: bool, span: Span) -> Result<Expr, SyntaxError> {
-        let paren = matches!(self.peek(), Some(Tok::Sym("("))) && self.here().start == span.end;
-        if paren {
-            self.pos += 1;
-        }
-        let cond = self.expr()?;
-        self.expect_sym(",")?;
-        let mut then = None;
-        let mut otherwise = None;
-        loop {
-            let kspan = self.here();
-            match self.next_token() {
-                Some(Token {
-                    tok: Tok::Key(k), ..
-                }) if k == "do" && then.is_none() => then = Some(Box::new(self.expr()?)),
-                Some(Token {
-                    tok: Tok::Key(k), ..
-                }) if k == "else" && then.is_some() && otherwise.is_none() => {
-                    otherwise = Some(Box::new(self.expr()?))
-                }
-                _ => {
-                    return Err(SyntaxError::new(
-                        kspan,
-                        "expected `do:` (then `else:`) in a one-line `if`",
-                    ));
-                }
-            }
-            if !self.eat_sym(",") {
-                break;
-            }
-        }
-        if paren {
-            self.expect_sym(")")?;
-        }
-        let Some(then) = then else {
-            return Err(SyntaxError::new(self.here(), "expected `do:`"));
-        };
-        Ok(Expr {
-            span: span.to(self.prev_span()),
-            kind: ExprKind::If {
-                cond: Box::new(cond),
-                negate,
-                then,
-                otherwise,
-            },
         })
     }
 

@@ -44,6 +44,17 @@ pub(super) fn height(e: &Expr, limit: usize) -> usize {
             otherwise,
             ..
         } => h(cond).max(h(then)).max(otherwise.as_deref().map_or(0, h)),
+        ExprKind::Case { subject, clauses } => h(subject).max(
+            clauses
+                .iter()
+                .map(|c| {
+                    let params = c.params.iter().map(|p| pattern_height(p, below));
+                    let guard = c.guard.as_ref().map_or(0, h);
+                    params.max().unwrap_or(0).max(guard).max(h(&c.body))
+                })
+                .max()
+                .unwrap_or(0),
+        ),
         ExprKind::Fn(clauses) => clauses
             .iter()
             .map(|c| {

@@ -144,7 +144,17 @@ impl Parser {
     /// `pattern <- expr, filter, pattern <- expr ...` after `for`, up to `do` (a block's, when
     /// `one_line` is false, consumed) or `, do:` (a comprehension's, `do:` consumed).
     pub(super) fn qualifiers(&mut self, one_line: bool) -> Result<Vec<Qualifier>, SyntaxError> {
+        Ok(self.qualifiers_into(one_line)?.0)
+    }
+
+    /// [`Parser::qualifiers`], and for the one-line form the collectable of `into: x` written
+    /// before `do:` (`for x <- xs, into: "", do: ...`).
+    fn qualifiers_into(
+        &mut self,
+        one_line: bool,
+    ) -> Result<(Vec<Qualifier>, Option<Expr>), SyntaxError> {
         let mut out = Vec::new();
+        let mut into = None;
         loop {
             let e = self.expr()?;
             if self.eat_sym("<-") {
@@ -163,29 +173,54 @@ impl Parser {
             }
             if !one_line && self.peek_word() == Some("do") {
                 self.pos += 1;
-                return Ok(out);
+                return Ok((out, into));
             }
             self.expect_sym(",")?;
+            if one_line && matches!(self.peek(), Some(Tok::Key(k)) if k == "into") {
+                self.pos += 1;
+                into = Some(self.expr()?);
+                if !self.eat_sym(",") || !matches!(self.peek(), Some(Tok::Key(k)) if k == "do") {
+                    return Err(SyntaxError::new(
+                        self.here(),
+                        "expected `do:` after `into:` in a one-line `for`",
+                    ));
+                }
+            }
             if one_line && matches!(self.peek(), Some(Tok::Key(k)) if k == "do") {
                 self.pos += 1;
-                return Ok(out);
+                return Ok((out, into));
             }
         }
     }
 
-    /// `for x <- xs, filter, do: body` (or `for(...)`); `for` is consumed (at `span`).
+    /// `for x <- xs, filter, do: body` (or `for(...)`); `for` is consumed (at `span`). With
+    /// `into: x` it is `Enum.into(for ..., x)`: `into: ""` joins the bodies (strings), as
+    /// Phoenix views write `for x <- @xs, into: "", do: "<li>#{x}</li>"`.
     pub(super) fn comprehension(&mut self, span: Span) -> Result<Expr, SyntaxError> {
         let paren = self.here().start == span.end && self.eat_sym("(");
-        let qualifiers = self.qualifiers(true)?;
+        let (qualifiers, into) = self.qualifiers_into(true)?;
         let body = self.expr()?;
         if paren {
             self.expect_sym(")")?;
         }
-        Ok(Expr {
-            span: span.to(self.tokens[self.pos - 1].span),
+        let whole = span.to(self.tokens[self.pos - 1].span);
+        let list = Expr {
+            span: whole,
             kind: ExprKind::For {
                 qualifiers,
                 body: Box::new(body),
+            },
+        };
+        Ok(match into {
+            None => list,
+            Some(into) => Expr {
+                span: whole,
+                kind: ExprKind::Call {
+                    name: "Enum.into".to_owned(),
+                    name_span: span,
+                    args: vec![list, into],
+                    kwargs: Vec::new(),
+                },
             },
         })
     }
@@ -261,6 +296,16 @@ fn placeholders(e: &Expr, seen: &mut [bool]) -> Result<(), SyntaxError> {
             Ok(())
         }
         ExprKind::Lit(_) | ExprKind::Assign(_) | ExprKind::Fn(_) => Ok(()),
+        ExprKind::Case { subject, clauses } => {
+            walk(subject)?;
+            for c in clauses {
+                if let Some(g) = &c.guard {
+                    walk(g)?;
+                }
+                walk(&c.body)?;
+            }
+            Ok(())
+        }
         ExprKind::For { qualifiers, body } => {
             for q in qualifiers {
                 match q {

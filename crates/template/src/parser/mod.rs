@@ -1,13 +1,17 @@
 //! Parser: tags and text to a tree of [`Node`]s, with block structure (`for`, `if`, `unless`,
-//! `case`, `cond`, `else`, `->` clauses, `end`) checked. Expressions are parsed in `expr.rs`,
+//! `case`, `cond`, `else`, `->` clauses, `end`) checked. Expressions are parsed in `expr.rs`
+//! (`if` and `case` inside one expression in `conditional.rs`, lists, tuples and maps in
+//! `collections.rs`),
 //! patterns checked in `pattern.rs`.
 
+mod collections;
+mod conditional;
 mod expr;
 mod height;
 mod lambda;
 mod pattern;
 
-use crate::ast::{Clause, Expr, Node, Qualifier, Span};
+use crate::ast::{Clause, Expr, ExprKind, Node, Pattern, Qualifier, Span};
 use crate::lexer::{Piece, SyntaxError, TagKind, Tok, Token, split, tokenize};
 use expr::Parser;
 use pattern::{check_bindings, to_pattern};
@@ -25,6 +29,7 @@ use pattern::{check_bindings, to_pattern};
 /// with a 256 KiB stack.
 pub(crate) const MAX_NESTING: usize = 64;
 
+pub(crate) use expr::STEP;
 pub(crate) use height::too_deep;
 
 /// A block opened by a tag and not yet closed.
@@ -39,9 +44,11 @@ struct Open {
 
 enum OpenKind {
     For(Vec<Qualifier>),
+    /// `bind`: `if name = value do`, the variable `cond` is bound to (see [`bound_if`]).
     If {
         cond: Expr,
         negate: bool,
+        bind: Option<(String, Span)>,
     },
     /// `clauses` are complete; `pending` is the clause whose body is being read.
     Case {
@@ -99,12 +106,47 @@ impl Open {
                 qualifiers,
                 body: self.body,
             },
-            OpenKind::If { cond, negate } => Node::If {
+            OpenKind::If {
+                cond,
+                negate,
+                bind: None,
+            } => Node::If {
                 cond,
                 negate,
                 then: self.body,
                 otherwise: self.otherwise.unwrap_or_default(),
             },
+            OpenKind::If {
+                cond,
+                negate,
+                bind: Some((name, span)),
+            } => {
+                let (truthy, falsy) = (self.body, self.otherwise.unwrap_or_default());
+                let (when_truthy, when_falsy) = if negate {
+                    (falsy, truthy)
+                } else {
+                    (truthy, falsy)
+                };
+                let var = || Pattern::Var(Some(name.clone()), span);
+                Node::Case {
+                    subject: cond,
+                    clauses: vec![
+                        Clause {
+                            pattern: var(),
+                            guard: Some(Expr {
+                                kind: ExprKind::Var(name.clone()),
+                                span,
+                            }),
+                            body: when_truthy,
+                        },
+                        Clause {
+                            pattern: var(),
+                            guard: None,
+                            body: when_falsy,
+                        },
+                    ],
+                }
+            }
             OpenKind::Case {
                 subject, clauses, ..
             } => {
@@ -356,11 +398,16 @@ fn classify(tokens: Vec<Token>, tag_span: Span) -> Result<Tag, SyntaxError> {
         Some(w @ ("if" | "unless")) if ends_with_do => {
             p.pos = 1;
             let negate = w == "unless";
-            let cond = p.expr()?;
+            let mut cond = p.expr()?;
+            let mut bind = None;
+            if p.eat_sym("=") {
+                bind = Some(bound_name(&cond, w)?);
+                cond = p.expr()?;
+            }
             p.expect_word("do")?;
-            Tag::Open(OpenKind::If { cond, negate })
+            Tag::Open(OpenKind::If { cond, negate, bind })
         }
-        Some("case") => {
+        Some("case") if ends_with_do => {
             p.pos = 1;
             let subject = p.expr()?;
             p.expect_word("do")?;
@@ -404,6 +451,22 @@ fn classify(tokens: Vec<Token>, tag_span: Span) -> Result<Tag, SyntaxError> {
     };
     end_of_tag(&p)?;
     Ok(tag)
+}
+
+/// The variable of `if name = value do` (the flash idiom of Phoenix's generators,
+/// `if info = get_flash(@conn, :info) do`): bound to the value in both branches, the first
+/// taken when it is truthy. Only a variable: Elixir raises when another pattern does not
+/// match, which a condition hardly means.
+pub(super) fn bound_name(cond: &Expr, word: &str) -> Result<(String, Span), SyntaxError> {
+    match &cond.kind {
+        ExprKind::Var(name) if !name.starts_with('&') => Ok((name.clone(), cond.span)),
+        _ => Err(SyntaxError::new(
+            cond.span,
+            format!(
+                "only a variable can be bound in an `{word}` condition (`{word} user = @current_user do`)"
+            ),
+        )),
+    }
 }
 
 fn end_of_tag(p: &Parser) -> Result<(), SyntaxError> {
@@ -452,6 +515,10 @@ mod tests {
                 })
                 .collect::<Vec<_>>()
                 .join(";"),
+            ExprKind::Case { subject, clauses } => {
+                let bodies: Vec<String> = clauses.iter().map(|c| shape(&c.body)).collect();
+                format!("case({};{})", shape(subject), bodies.join(";"))
+            }
             ExprKind::For { qualifiers, body } => {
                 format!("for/{}({})", qualifiers.len(), shape(body))
             }

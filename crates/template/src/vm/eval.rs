@@ -277,6 +277,8 @@ impl<'a> Eval<'a> {
                             _ => None,
                         })
                     }
+                    // A keyword list: `opts[:class]` is the first `{:class, v}`'s value.
+                    (Value::List(_), Value::Atom(_)) => keyword_value(v, &i),
                     (Value::Map(_), Value::Str(k) | Value::Atom(k)) => {
                         let k = k.clone();
                         project(v, |v| match v {
@@ -437,6 +439,7 @@ impl<'a> Eval<'a> {
             CodeKind::FnLocal(slot) => {
                 Cow::Owned(self.fn_locals.get(*slot).cloned().unwrap_or_default())
             }
+            CodeKind::Case(subject, clauses) => Cow::Owned(self.case(subject, clauses)?),
             CodeKind::Fn(_) => {
                 return Err(self.err(
                     ErrorKind::TypeMismatch,
@@ -676,6 +679,16 @@ fn project<'a>(v: Val<'a>, f: impl for<'b> Fn(&'b Value) -> Option<&'b Value>) -
         Cow::Borrowed(r) => Cow::Borrowed(f(r).unwrap_or(&NIL)),
         Cow::Owned(o) => Cow::Owned(f(&o).cloned().unwrap_or_default()),
     }
+}
+
+/// `opts[:key]` on a keyword list: the first `{:key, value}`'s value, or nil. Out of line, so
+/// that `eval`'s frame, which recursion multiplies, stays small.
+#[inline(never)]
+fn keyword_value<'a>(list: Val<'a>, key: &Value) -> Val<'a> {
+    project(list, |v| match v {
+        Value::List(items) => crate::builtins::collections::keyword_find(items, key),
+        _ => None,
+    })
 }
 
 fn number(v: &Value) -> Option<f64> {

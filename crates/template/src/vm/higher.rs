@@ -339,6 +339,41 @@ impl<'a> Eval<'a> {
     /// runs its body (none: Elixir's `FunctionClauseError`). A guard that fails to evaluate
     /// counts as false, as in Elixir; running out of steps does not.
     fn apply(&mut self, f: &'a FnCode, args: &[&Value]) -> Result<Value, Error> {
+        if let Some(v) = self.first_clause(f, args)? {
+            return Ok(v);
+        }
+        let shown: Vec<String> = args.iter().map(|v| describe(v)).collect();
+        Err(self.err(
+            ErrorKind::TypeMismatch,
+            f.span,
+            format!(
+                "no function clause matching in anonymous fn/{}: {}",
+                f.arity,
+                shown.join(", ")
+            ),
+        ))
+    }
+
+    /// `case v do ... end` inside one expression: the first clause matching `v` (and its guard)
+    /// gives the value; none matching is an error, as in Elixir.
+    /// Kept out of line: `eval`'s frame, which recursion multiplies, stays small.
+    #[inline(never)]
+    pub(super) fn case(&mut self, subject: &'a Code, f: &'a FnCode) -> Result<Value, Error> {
+        let v = self.eval(subject)?.into_owned();
+        let v = &v;
+        match self.first_clause(f, &[v])? {
+            Some(out) => Ok(out),
+            None => Err(self.err(
+                ErrorKind::TypeMismatch,
+                f.span,
+                format!("no case clause matching: {}", describe(v)),
+            )),
+        }
+    }
+
+    /// The value of `f`'s first clause whose parameters match `args` and whose guard holds,
+    /// if one does (a guard that fails counts as false, as in Elixir).
+    fn first_clause(&mut self, f: &'a FnCode, args: &[&Value]) -> Result<Option<Value>, Error> {
         self.fn_slots(f.slots_end);
         'clauses: for clause in &f.clauses {
             for (p, v) in clause.params.iter().zip(args) {
@@ -353,18 +388,9 @@ impl<'a> Eval<'a> {
                     _ => continue,
                 }
             }
-            return Ok(self.eval(&clause.body)?.into_owned());
+            return Ok(Some(self.eval(&clause.body)?.into_owned()));
         }
-        let shown: Vec<String> = args.iter().map(|v| describe(v)).collect();
-        Err(self.err(
-            ErrorKind::TypeMismatch,
-            f.span,
-            format!(
-                "no function clause matching in anonymous fn/{}: {}",
-                f.arity,
-                shown.join(", ")
-            ),
-        ))
+        Ok(None)
     }
 
     /// Makes room for function slots below `end`.
