@@ -147,37 +147,10 @@ impl Parser {
                     "expected a `pattern -> value` clause in `case ... do ... end`",
                 ));
             }
-            let pattern = to_pattern(self.expr()?)?;
-            check_bindings(&pattern)?;
-            let guard = if self.peek_word() == Some("when") {
-                self.pos += 1;
-                Some(self.expr()?)
-            } else {
-                None
-            };
-            if !self.eat_sym("->") {
-                return Err(SyntaxError::new(
-                    self.here(),
-                    "expected `->` after a `case` clause's pattern",
-                ));
-            }
-            let body = self.expr()?;
-            clauses.push(FnClause {
-                params: vec![pattern],
-                guard,
-                body,
-            });
-            if self.peek_word() == Some("end") {
+            clauses.push(self.match_clause("a `case` clause's pattern")?);
+            if self.clauses_end("case")? {
                 self.pos += 1;
                 break;
-            }
-            let next_clause =
-                self.eat_sym(";") || self.tokens.get(self.pos).is_some_and(|t| t.after_break);
-            if !next_clause {
-                return Err(SyntaxError::new(
-                    self.here(),
-                    "expected `end` closing the `case` (each clause's body is one expression)",
-                ));
             }
         }
         Ok(Expr {
@@ -246,6 +219,52 @@ const WITH_DONE: &str = "galleon.with.done";
 const WITH_ELSE: &str = "galleon.with.else";
 
 impl Parser {
+    /// One `pattern [when guard] -> body` clause of a `case` or of a `with`'s `else`; `what`
+    /// names the pattern in the error for a missing `->`.
+    fn match_clause(&mut self, what: &str) -> Result<FnClause, SyntaxError> {
+        let pattern = to_pattern(self.expr()?)?;
+        check_bindings(&pattern)?;
+        let guard = if self.peek_word() == Some("when") {
+            self.pos += 1;
+            Some(self.expr()?)
+        } else {
+            None
+        };
+        if !self.eat_sym("->") {
+            return Err(SyntaxError::new(
+                self.here(),
+                format!("expected `->` after {what}"),
+            ));
+        }
+        let body = self.expr()?;
+        Ok(FnClause {
+            params: vec![pattern],
+            guard,
+            body,
+        })
+    }
+
+    /// After a clause's body: whether `end` follows (not consumed), else the `;` or line break
+    /// before the next clause (consumed); anything else is an error naming the `block`.
+    fn clauses_end(&mut self, block: &str) -> Result<bool, SyntaxError> {
+        if self.peek_word() == Some("end") {
+            return Ok(true);
+        }
+        let next_clause =
+            self.eat_sym(";") || self.tokens.get(self.pos).is_some_and(|t| t.after_break);
+        if !next_clause {
+            return Err(SyntaxError::new(
+                self.here(),
+                format!(
+                    "expected `end` closing the `{block}` (each clause's body is one expression)"
+                ),
+            ));
+        }
+        Ok(false)
+    }
+}
+
+impl Parser {
     /// After `with` (at `span`): `p1 <- e1, p2 <- e2 do value [else clauses] end`, read as
     /// `case e1 do p1 -> case e2 do p2 -> {done, value}; v -> {else, v} end; v -> {else, v}
     /// end`, then that outcome's `case`: the value, or the first value not matching run
@@ -276,36 +295,9 @@ impl Parser {
         if self.peek_word() == Some("else") {
             self.pos += 1;
             loop {
-                let pattern = to_pattern(self.expr()?)?;
-                check_bindings(&pattern)?;
-                let guard = if self.peek_word() == Some("when") {
-                    self.pos += 1;
-                    Some(self.expr()?)
-                } else {
-                    None
-                };
-                if !self.eat_sym("->") {
-                    return Err(SyntaxError::new(
-                        self.here(),
-                        "expected `->` after a `with`'s `else` clause pattern",
-                    ));
-                }
-                let body = self.expr()?;
-                otherwise.push(FnClause {
-                    params: vec![pattern],
-                    guard,
-                    body,
-                });
-                if self.peek_word() == Some("end") {
+                otherwise.push(self.match_clause("a `with`'s `else` clause pattern")?);
+                if self.clauses_end("with")? {
                     break;
-                }
-                let next_clause =
-                    self.eat_sym(";") || self.tokens.get(self.pos).is_some_and(|t| t.after_break);
-                if !next_clause {
-                    return Err(SyntaxError::new(
-                        self.here(),
-                        "expected `end` closing the `with` (each clause's body is one expression)",
-                    ));
                 }
             }
         }
