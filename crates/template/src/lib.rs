@@ -210,6 +210,14 @@
 //! - a loop whose body only outputs text, variables, fields and assigns (the big table's cells)
 //!   runs as a native Rust loop (`vm/plain.rs`), integers written in place, with the same steps,
 //!   errors and pause points as the general interpreter, to which it hands back anything else;
+//! - `acc <> s` on a function parameter that holds the only reference to its string (the
+//!   accumulator of `Enum.reduce(words, "", fn w, acc -> acc <> w end)`) appends into the
+//!   string's own buffer, grown by doubling, as the BEAM's binary append does: 100,000 words in
+//!   about 20 ms where copying took 1.8 s (`cargo bench -p galleon-template --bench append`);
+//!   values stay immutable (a shared string is copied) and the growth is charged to
+//!   [`Limits::max_memory`] as it happens. `acc ++ [x]` still copies the list (lists are shared
+//!   slices with no spare room), so building a long list that way is quadratic: prefer
+//!   `[x | acc]` and `Enum.reverse`, or `for`/`Enum.map`;
 //! - streaming keeps only the frames (program counter, loop positions, variables) between chunks:
 //!   memory is O(chunk size + template), whatever the output size. `galleon render` streams the
 //!   30 GB Template of Doom in under 4 MB of resident memory.

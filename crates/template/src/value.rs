@@ -82,6 +82,30 @@ impl Str {
         Str(Bytes::copy_from_slice(s.as_bytes()))
     }
 
+    /// `self <> tail` written into `self`'s own buffer when nothing else references it (the
+    /// accumulator of `Enum.reduce(words, "", fn w, acc -> acc <> w end)`): the buffer grows
+    /// by doubling, so repeated appends cost amortised linear time instead of a copy of the
+    /// whole string each. Returns the appended string, `self` again (a view of the buffer's
+    /// first `self.len()` bytes, which no later append overwrites: appends only write past the
+    /// end, and only while the buffer is unique) and the bytes newly allocated (the grown
+    /// buffer's capacity, 0 when it had room), for the memory budget. `Err(self)` when the
+    /// buffer is shared (or static): the caller copies.
+    pub(crate) fn append_unique(self, tail: &str) -> Result<(Str, Str, usize), Str> {
+        let len = self.0.len();
+        let mut buf = self.0.try_into_mut().map_err(Str)?;
+        let before = buf.capacity();
+        buf.reserve(tail.len());
+        let grown = if buf.capacity() > before {
+            buf.capacity()
+        } else {
+            0
+        };
+        buf.extend_from_slice(tail.as_bytes());
+        let whole = buf.freeze();
+        let prefix = whole.slice(..len);
+        Ok((Str(whole), Str(prefix), grown))
+    }
+
     /// Wraps a `'static` string without copying it.
     pub const fn from_static(s: &'static str) -> Str {
         Str(Bytes::from_static(s.as_bytes()))
@@ -496,6 +520,40 @@ fn json_type(j: &serde_json::Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn append_unique_grows_in_place_and_keeps_the_prefix() {
+        let (mut s, _, grown) = Str::from(String::from("ab")).append_unique("c").unwrap();
+        assert!(grown > 0);
+        let mut allocs = 0;
+        for _ in 0..1000 {
+            let before = s.as_str().as_ptr();
+            let (whole, prefix, grown) = s.append_unique("xy").unwrap();
+            assert_eq!(prefix.as_str(), &whole.as_str()[..whole.len() - 2]);
+            if grown > 0 {
+                allocs += 1;
+            } else {
+                assert_eq!(whole.as_str().as_ptr(), before, "appended in place");
+            }
+            drop(prefix);
+            s = whole;
+        }
+        assert_eq!(s.len(), 2003);
+        assert!(allocs < 20, "{allocs} reallocations: not doubling");
+    }
+
+    #[test]
+    fn append_unique_refuses_a_shared_or_static_buffer() {
+        let s = Str::from(String::from("ab"));
+        let other = s.clone();
+        let s = s.append_unique("c").unwrap_err();
+        assert_eq!((s.as_str(), other.as_str()), ("ab", "ab"));
+        assert!(Str::from_static("ab").append_unique("c").is_err());
+        // The prefix handed back shares the buffer: the next append must copy.
+        let (whole, prefix, _) = Str::from(String::from("ab")).append_unique("c").unwrap();
+        let whole = whole.append_unique("d").unwrap_err();
+        assert_eq!((whole.as_str(), prefix.as_str()), ("abc", "ab"));
+    }
 
     #[test]
     fn json_numbers_become_ints_or_floats() {

@@ -547,6 +547,36 @@ impl<'a> Eval<'a> {
         })
     }
 
+    /// `acc <> y` where `acc` is the function parameter in `slot`, appended in place when the
+    /// parameter holds the only reference to its string (as `Enum.reduce` leaves its
+    /// accumulator): amortised linear, like the BEAM's binary append, where copying would
+    /// make a reduce quadratic. The parameter keeps its value (a view of the buffer's first
+    /// bytes). `None` when the operands are not two strings or the buffer is shared: the
+    /// caller evaluates `acc <> y` by copying (and reports a type error the usual way).
+    fn append_to_local(
+        &mut self,
+        slot: usize,
+        y: &Value,
+        span: Span,
+    ) -> Result<Option<Value>, Error> {
+        let (Some(Value::Str(acc)), Value::Str(tail)) = (self.fn_locals.get_mut(slot), y) else {
+            return Ok(None);
+        };
+        let (whole, prefix, grown) = match std::mem::take(acc).append_unique(tail.as_str()) {
+            Ok(done) => done,
+            Err(back) => {
+                *acc = back;
+                return Ok(None);
+            }
+        };
+        *acc = prefix;
+        // Bytes written, plus the copy into a grown buffer; growth is charged as it happens.
+        let copied = tail.len() + if grown > 0 { whole.len() } else { 0 };
+        self.tick(span, (copied / BYTES_PER_STEP) as u64)?;
+        self.alloc(span, grown.max(tail.len()))?;
+        Ok(Some(Value::Str(whole)))
+    }
+
     fn binary(
         &mut self,
         op: BinOp,
@@ -554,6 +584,15 @@ impl<'a> Eval<'a> {
         b: &'a Code,
         span: Span,
     ) -> Result<Val<'a>, Error> {
+        // `acc <> b` on a function parameter: `b` first (reading `acc` has no effect to order).
+        let mut right = None;
+        if let (BinOp::Concat, CodeKind::FnLocal(slot)) = (op, &a.kind) {
+            let y = self.eval(b)?;
+            if let Some(v) = self.append_to_local(*slot, &y, span)? {
+                return Ok(Cow::Owned(v));
+            }
+            right = Some(y);
+        }
         let x = self.eval(a)?;
         // Short-circuit operators first: the right side may not be evaluated.
         match op {
@@ -580,7 +619,10 @@ impl<'a> Eval<'a> {
             BinOp::AndAlso => return if x.is_truthy() { self.eval(b) } else { Ok(x) },
             _ => {}
         }
-        let y = self.eval(b)?;
+        let y = match right {
+            Some(y) => y,
+            None => self.eval(b)?,
+        };
         let mismatch = |s: &Self| {
             s.err(
                 ErrorKind::TypeMismatch,

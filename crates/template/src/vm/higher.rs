@@ -180,11 +180,14 @@ impl<'a> Eval<'a> {
             }
             B::EnumReduce => {
                 // The one construct that nests a value as deep as the data says (`[acc]` at
-                // every step): measured after each call, the previous accumulator still alive.
+                // every step): measured after each call, the previous accumulator still alive (held by
+                // the parameter bound to it, if any).
                 let mut acc = values.pop().unwrap_or_default();
                 let mut depth = Depth::default();
                 for x in items.iter() {
-                    let next = self.apply(f, &[x, &acc])?;
+                    // The accumulator is handed over, not lent: the parameter then holds
+                    // the only reference, so `acc <> w` can append in place.
+                    let next = self.apply_owned(f, x, std::mem::take(&mut acc))?;
                     if depth.exceeds(&next, MAX_VALUE_DEPTH) {
                         return Err(self.err(
                             ErrorKind::Limit,
@@ -339,11 +342,25 @@ impl<'a> Eval<'a> {
     /// runs its body (none: Elixir's `FunctionClauseError`). A guard that fails to evaluate
     /// counts as false, as in Elixir; running out of steps does not.
     fn apply(&mut self, f: &'a FnCode, args: &[&Value]) -> Result<Value, Error> {
-        if let Some(v) = self.first_clause(f, args)? {
+        if let Ok(v) = self.first_clause(f, args, None)? {
             return Ok(v);
         }
+        Err(self.no_clause(f, args))
+    }
+
+    /// [`apply`](Self::apply) with a last argument given by value and dropped once a clause
+    /// matched, before its body runs (so the parameter bound to it may be its only owner).
+    fn apply_owned(&mut self, f: &'a FnCode, x: &Value, last: Value) -> Result<Value, Error> {
+        match self.first_clause(f, &[x], Some(last))? {
+            Ok(v) => Ok(v),
+            Err(last) => Err(self.no_clause(f, &[x, &last.unwrap_or_default()])),
+        }
+    }
+
+    /// The error of calling `f` with `args` when no clause matches.
+    fn no_clause(&self, f: &'a FnCode, args: &[&Value]) -> Error {
         let shown: Vec<String> = args.iter().map(|v| describe(v)).collect();
-        Err(self.err(
+        self.err(
             ErrorKind::TypeMismatch,
             f.span,
             format!(
@@ -351,7 +368,7 @@ impl<'a> Eval<'a> {
                 f.arity,
                 shown.join(", ")
             ),
-        ))
+        )
     }
 
     /// `case v do ... end` inside one expression: the first clause matching `v` (and its guard)
@@ -361,9 +378,9 @@ impl<'a> Eval<'a> {
     pub(super) fn case(&mut self, subject: &'a Code, f: &'a FnCode) -> Result<Value, Error> {
         let v = self.eval(subject)?.into_owned();
         let v = &v;
-        match self.first_clause(f, &[v])? {
-            Some(out) => Ok(out),
-            None => Err(self.err(
+        match self.first_clause(f, &[v], None)? {
+            Ok(out) => Ok(out),
+            Err(_) => Err(self.err(
                 ErrorKind::TypeMismatch,
                 f.span,
                 format!("no case clause matching: {}", describe(v)),
@@ -372,11 +389,22 @@ impl<'a> Eval<'a> {
     }
 
     /// The value of `f`'s first clause whose parameters match `args` and whose guard holds,
-    /// if one does (a guard that fails counts as false, as in Elixir).
-    fn first_clause(&mut self, f: &'a FnCode, args: &[&Value]) -> Result<Option<Value>, Error> {
+    /// if one does (a guard that fails counts as false, as in Elixir). `last`, when given, is
+    /// one more argument after `args`, dropped before the body runs (given back when no clause
+    /// matches).
+    fn first_clause(
+        &mut self,
+        f: &'a FnCode,
+        args: &[&Value],
+        last: Option<Value>,
+    ) -> Result<Result<Value, Option<Value>>, Error> {
         self.fn_slots(f.slots_end);
         'clauses: for clause in &f.clauses {
-            for (p, v) in clause.params.iter().zip(args) {
+            for (p, v) in clause
+                .params
+                .iter()
+                .zip(args.iter().copied().chain(last.as_ref()))
+            {
                 if !matches(p, v, &mut self.fn_locals) {
                     continue 'clauses;
                 }
@@ -388,9 +416,10 @@ impl<'a> Eval<'a> {
                     _ => continue,
                 }
             }
-            return Ok(Some(self.eval(&clause.body)?.into_owned()));
+            drop(last);
+            return Ok(Ok(self.eval(&clause.body)?.into_owned()));
         }
-        Ok(None)
+        Ok(Err(last))
     }
 
     /// Makes room for function slots below `end`.
