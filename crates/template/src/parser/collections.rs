@@ -16,20 +16,10 @@ impl Parser {
         let mut keyword = false;
         if !self.eat_sym("]") {
             loop {
-                if let Some(Token {
-                    tok: Tok::Key(k),
-                    span: kspan,
-                    ..
-                }) = self.tokens.get(self.pos).cloned()
-                {
-                    self.pos += 1;
+                if let Some(key) = self.keyword_key() {
                     keyword = true;
-                    let key = Expr {
-                        kind: ExprKind::Lit(Value::atom(&k)),
-                        span: kspan,
-                    };
                     let value = self.expr()?;
-                    let pair = kspan.to(value.span);
+                    let pair = key.span.to(value.span);
                     items.push(Expr {
                         kind: ExprKind::Tuple(vec![key, value]),
                         span: pair,
@@ -78,22 +68,30 @@ impl Parser {
         Ok(items)
     }
 
+    /// A `key:` token, consumed, as the atom it names (keyword lists and map literals).
+    fn keyword_key(&mut self) -> Option<Expr> {
+        let Some(Token {
+            tok: Tok::Key(k),
+            span,
+            ..
+        }) = self.tokens.get(self.pos)
+        else {
+            return None;
+        };
+        let key = Expr {
+            kind: ExprKind::Lit(Value::atom(k)),
+            span: *span,
+        };
+        self.pos += 1;
+        Some(key)
+    }
+
     /// `%{k => v, key: v}`; `%{` is consumed.
     pub(super) fn map(&mut self, span: Span) -> Result<Expr, SyntaxError> {
         let mut entries = Vec::new();
         if !self.eat_sym("}") {
             loop {
-                if let Some(Token {
-                    tok: Tok::Key(k),
-                    span: kspan,
-                    ..
-                }) = self.tokens.get(self.pos).cloned()
-                {
-                    self.pos += 1;
-                    let key = Expr {
-                        kind: ExprKind::Lit(Value::atom(&k)),
-                        span: kspan,
-                    };
+                if let Some(key) = self.keyword_key() {
                     entries.push((key, self.expr()?));
                 } else {
                     let key = self.expr()?;
