@@ -127,6 +127,31 @@ fn value_copy_threshold_is_a_flag() {
     );
 }
 
+/// `--max-whole-pages` reaches the pages: at 0 a page of 64 KiB or more is streamed even with
+/// no slow reader holding anything, while by default it is sent whole.
+#[test]
+fn the_whole_pages_budget_is_a_flag() {
+    let framing = |extra: &[&str]| {
+        let s = ServeProcess::start(extra);
+        let r = client(&s).get("/blah?iters=1000", &[]).unwrap();
+        assert_eq!(r.status, 200);
+        (
+            r.header("content-length").is_some(),
+            r.header("transfer-encoding").map(str::to_owned),
+            r.body.len(),
+        )
+    };
+    let (whole, _, len) = framing(&[]);
+    assert!(
+        whole && len > 64 * 1024,
+        "sent whole by default ({len} bytes)"
+    );
+    let (whole, chunked, streamed_len) = framing(&["--max-whole-pages", "0"]);
+    assert!(!whole);
+    assert_eq!(chunked.as_deref(), Some("chunked"));
+    assert_eq!(streamed_len, len, "the same page");
+}
+
 #[test]
 fn trace_writes_logs_every_call() {
     let s = ServeProcess::start(&["--trace-writes", "--write-policy", "vectored"]);
