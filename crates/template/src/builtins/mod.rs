@@ -7,6 +7,7 @@ pub(crate) mod collections;
 mod inspect;
 mod integer;
 mod text;
+mod titlecase;
 
 use crate::float::{MAX_DECIMALS, float_string, float_to_decimals};
 use crate::ops::{describe, to_string};
@@ -232,8 +233,8 @@ const TABLE: &[(&str, &[usize], Builtin)] = &[
     ("Integer.parse", &[1], Builtin::IntegerParse),
     ("Float.round", &[1, 2], Builtin::FloatRound),
     (":erlang.float_to_binary", &[2], Builtin::FloatToBinary),
-    ("Float.floor", &[1], Builtin::FloatFloor),
-    ("Float.ceil", &[1], Builtin::FloatCeil),
+    ("Float.floor", &[1, 2], Builtin::FloatFloor),
+    ("Float.ceil", &[1, 2], Builtin::FloatCeil),
     ("Map.get", &[2, 3], Builtin::MapGet),
     ("Map.has_key?", &[2], Builtin::MapHasKey),
     ("Keyword.get", &[2, 3], Builtin::KeywordGet),
@@ -564,11 +565,24 @@ pub(crate) fn call(b: Builtin, args: Vec<Value>) -> Result<Value, Failure> {
                 Value::Int(d) if (0..=15).contains(&d) => d as i32,
                 other => return Err(expected("a precision from 0 to 15", &other)),
             };
-            Value::Float(match b {
+            let r = match b {
                 B::FloatRound => round_half_up(x, digits),
+                B::FloatFloor if digits > 0 => round_toward(x, digits, Rounding::Floor),
+                B::FloatCeil if digits > 0 => round_toward(x, digits, Rounding::Ceil),
                 B::FloatFloor => x.floor(),
                 _ => x.ceil(),
-            })
+            };
+            // Elixir 1.14: a zero result is 0.0, whatever the sign, except that a zero given
+            // with a precision comes back as is (`Float.round(-0.4)` is 0.0, `Float.round(-0.0,
+            // 2)` is -0.0); `floor`/`ceil` without a precision keep `:math`'s sign.
+            let zero_is_positive = b == B::FloatRound || digits > 0;
+            Value::Float(
+                if r == 0.0 && zero_is_positive && !(digits > 0 && x == 0.0) {
+                    0.0
+                } else {
+                    r
+                },
+            )
         }
         B::IntegerParse => {
             let Value::Str(s) = &a else {
@@ -600,6 +614,57 @@ fn round_half_up(x: f64, digits: i32) -> f64 {
     if x.is_sign_negative() { -r } else { r }
 }
 
+/// Which way [`round_toward`] goes.
+#[derive(Clone, Copy, PartialEq)]
+enum Rounding {
+    Floor,
+    Ceil,
+}
+
+/// `Float.floor/2` and `Float.ceil/2`: `x` cut at `digits` decimals of its exact value, then
+/// one unit of the last decimal away from zero when anything was cut on that side
+/// (`Float.floor(-0.01, 1)` is -0.1, `Float.ceil(-0.01, 1)` is zero).
+fn round_toward(x: f64, digits: i32, way: Rounding) -> f64 {
+    let exact = format!("{:.1100}", x.abs());
+    let (int, frac) = exact.split_once('.').unwrap_or((&exact, ""));
+    let digits = digits as usize;
+    let cut = frac[digits..].bytes().any(|d| d != b'0');
+    let mut n: Vec<u8> = format!("{int}{}", &frac[..digits]).into_bytes();
+    if cut && ((way == Rounding::Floor) == x.is_sign_negative()) {
+        increment(&mut n);
+    }
+    let point = n.len() - digits;
+    let text = format!(
+        "{}.{}",
+        std::str::from_utf8(&n[..point]).unwrap_or("0"),
+        std::str::from_utf8(&n[point..]).unwrap_or("0")
+    );
+    let magnitude: f64 = text.parse().unwrap_or(x.abs());
+    if x.is_sign_negative() {
+        -magnitude
+    } else {
+        magnitude
+    }
+}
+
+/// Adds one to a decimal number written as ASCII digits (`"199"` becomes `"200"`).
+fn increment(n: &mut Vec<u8>) {
+    let mut i = n.len();
+    loop {
+        if i == 0 {
+            n.insert(0, b'1');
+            return;
+        }
+        i -= 1;
+        if n[i] == b'9' {
+            n[i] = b'0';
+        } else {
+            n[i] += 1;
+            return;
+        }
+    }
+}
+
 /// `x` with `digits` decimals, its exact value rounded half away from zero (`fixed(0.125, 2)`
 /// is "0.13", `fixed(2.5, 0)` is "3"): `Float.round/2`'s rule. (Erlang's `float_to_binary`
 /// rounds otherwise: [`float_to_decimals`].)
@@ -611,20 +676,7 @@ fn fixed(x: f64, digits: usize) -> String {
     let round_up = frac.as_bytes().get(digits).is_some_and(|&d| d >= b'5');
     let mut n: Vec<u8> = format!("{int}{keep}").into_bytes();
     if round_up {
-        let mut i = n.len();
-        loop {
-            if i == 0 {
-                n.insert(0, b'1');
-                break;
-            }
-            i -= 1;
-            if n[i] == b'9' {
-                n[i] = b'0';
-            } else {
-                n[i] += 1;
-                break;
-            }
-        }
+        increment(&mut n);
     }
     let point = n.len() - digits;
     let sign = if x.is_sign_negative() { "-" } else { "" };
