@@ -207,7 +207,7 @@ const TABLE: &[(&str, &[usize], Builtin)] = &[
     ("Enum.to_list", &[1], Builtin::EnumToList),
     ("Enum.concat", &[2], Builtin::EnumConcat),
     ("Enum.zip", &[2], Builtin::EnumZip),
-    ("Enum.chunk_every", &[2], Builtin::EnumChunkEvery),
+    ("Enum.chunk_every", &[2, 3, 4], Builtin::EnumChunkEvery),
     ("Enum.slice", &[3], Builtin::EnumSlice),
     ("Enum.slice", &[2], Builtin::EnumSliceRange),
     ("String.length", &[1], Builtin::StringLength),
@@ -599,6 +599,10 @@ pub(crate) fn call(b: Builtin, args: Vec<Value>) -> Result<Value, Failure> {
                     .map_err(|_| "integer does not fit in 64 bits".to_owned())?;
                 Value::Tuple(vec![Value::Int(n), Value::from(&t[sign + digits..])].into())
             }
+        }
+        B::EnumChunkEvery => {
+            let (count, step, leftover) = (arg(), arg(), arg());
+            collections::chunk_every(&a, &count, &step, &leftover)?
         }
         B::Inspect => Value::from(inspect::inspect(&a)?),
         B::IntegerToStringBase | B::IntegerDigits => integer::call(b, a, arg())?,
