@@ -113,6 +113,28 @@ pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Fa
             out.extend(c.flat_map(char::to_lowercase));
             string_of(out)
         }
+        // `String.trim(s, "-")` strips repeats of the whole given string, not a set of
+        // characters (`String.trim("abab x ab", "ab")` is " x ").
+        B::StringTrim | B::StringTrimLeading | B::StringTrimTrailing
+            if !matches!(x, Value::Nil) =>
+        {
+            let t = string(&x)?;
+            if t.is_empty() {
+                return Err("an empty string to trim".to_owned());
+            }
+            let mut r = s;
+            if b != B::StringTrimTrailing {
+                while let Some(rest) = r.strip_prefix(t) {
+                    r = rest;
+                }
+            }
+            if b != B::StringTrimLeading {
+                while let Some(rest) = r.strip_suffix(t) {
+                    r = rest;
+                }
+            }
+            string_of(r.to_owned())
+        }
         B::StringTrim => string_of(s.trim_matches(ws).to_owned()),
         B::StringTrimLeading => string_of(s.trim_start_matches(ws).to_owned()),
         B::StringTrimTrailing => string_of(s.trim_end_matches(ws).to_owned()),
