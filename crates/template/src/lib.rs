@@ -53,7 +53,7 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 470
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 472
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
 //! reproducing Phoenix.HTML's) and compares the bytes, each also with `trim: true`; the
 //! differences left are listed below.
@@ -119,7 +119,8 @@
 //!   replacement around each code point; `capitalize` titlecases, so `ǆ` is `ǅ` and `ß` `Ss`);
 //!   `Integer.to_string/1,2` (a base from 2 to 36), `Integer.parse/digits`;
 //!   `Float.round/floor/ceil/to_string` (the first three with a precision too);
-//!   `:erlang.float_to_binary(x, decimals: n)` (prices, rounded as the Erlang VM rounds them:
+//!   `:erlang.float_to_binary(x, decimals: n)` (also with `:compact`: `[{:decimals, 4},
+//!   :compact]`; prices, rounded as the Erlang VM rounds them:
 //!   `0.075` with 2 decimals is `0.08`, though the float is a little below 0.075); `Map.get/has_key?/keys/values/new` (`new` with a function too);
 //!   `List.first/last/flatten`; `raw(x)` and `Phoenix.HTML.raw(x)` (no escaping); functions
 //!   registered from Rust ([`EngineBuilder::function`]); and

@@ -539,9 +539,11 @@ pub(crate) fn call(b: Builtin, args: Vec<Value>) -> Result<Value, Failure> {
                 return Err(expected("a float", &a));
             };
             let opts = arg();
-            match option(&opts, "decimals")? {
+            let (decimals, compact) = float_options(&opts)?;
+            match decimals {
                 Some(Value::Int(d)) if (0..=MAX_DECIMALS as i64).contains(d) => {
                     match float_to_decimals(x, *d as usize) {
+                        Some(text) if compact => Value::from(compacted(text)),
                         Some(text) => Value::from(text),
                         None => {
                             return Err(format!(
@@ -689,6 +691,43 @@ fn fixed(x: f64, digits: usize) -> String {
         "" => format!("{sign}{int}"),
         frac => format!("{sign}{int}.{frac}"),
     }
+}
+
+/// `:erlang.float_to_binary/2`'s options as Erlang reads them, in order (the last `decimals`
+/// wins): `{:decimals, n}` and `:compact`; anything else is Erlang's "invalid option in list".
+fn float_options(opts: &Value) -> Result<(Option<&Value>, bool), Failure> {
+    let Value::List(items) = opts else {
+        return Err(expected("a list of options", opts));
+    };
+    let (mut decimals, mut compact) = (None, false);
+    for item in items.iter() {
+        match item {
+            Value::Tuple(t)
+                if t.len() == 2 && matches!(&t[0], Value::Atom(k) if k.as_str() == "decimals") =>
+            {
+                decimals = Some(&t[1]);
+            }
+            Value::Atom(a) if a.as_str() == "compact" => compact = true,
+            other => {
+                return Err(format!(
+                    "invalid option {} (galleon takes decimals: n and :compact)",
+                    describe(other)
+                ));
+            }
+        }
+    }
+    Ok((decimals, compact))
+}
+
+/// Erlang's `:compact`: the trailing zeros of the decimals go, but one digit stays after the
+/// point (`"3.1000"` is `"3.1"`, `"3.0000"` is `"3.0"`, `"3"` stays `"3"`).
+fn compacted(mut text: String) -> String {
+    if text.contains('.') {
+        while text.ends_with('0') && !text.ends_with(".0") {
+            text.pop();
+        }
+    }
+    text
 }
 
 /// Option `key` of a keyword list (`[trim: true]`, as the compiler passes `trim: true`); nil
