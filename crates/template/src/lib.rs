@@ -53,7 +53,7 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 472
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 479
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
 //! reproducing Phoenix.HTML's) and compares the bytes, each also with `trim: true`; the
 //! differences left are listed below.
@@ -107,7 +107,7 @@
 //!   with_index/to_list/concat/zip/chunk_every/slice/frequencies/intersperse/split/into` (a
 //!   range may be the enumerable: `Enum.sum(1..10)`; `with_index` takes an offset, `slice` an
 //!   index and a count or a range, `into` a map or a list, `chunk_every` a step and a leftover
-//!   (`:discard` or a list to pad with)), and with a function
+//!   (`:discard` or a list to pad with)), and with a function (`find` with a default too)
 //!   `Enum.map/filter/reject/find/find_index/any?/all?/count/flat_map/sort_by/sort/reduce/
 //!   map_join/map_intersperse/min_by/max_by/uniq_by/take_while/drop_while/group_by/each`;
 //!   `String.length/upcase/downcase/capitalize/trim/trim_leading/

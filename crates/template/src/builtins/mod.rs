@@ -247,7 +247,7 @@ const TABLE: &[(&str, &[usize], Builtin)] = &[
     ("Enum.map", &[2], Builtin::EnumMap),
     ("Enum.filter", &[2], Builtin::EnumFilter),
     ("Enum.reject", &[2], Builtin::EnumReject),
-    ("Enum.find", &[2], Builtin::EnumFind),
+    ("Enum.find", &[2, 3], Builtin::EnumFind),
     ("Enum.find_index", &[2], Builtin::EnumFindIndex),
     ("Enum.any?", &[2], Builtin::EnumAnyBy),
     ("Enum.all?", &[2], Builtin::EnumAllBy),
@@ -340,6 +340,7 @@ impl Builtin {
                 | B::StringReplace
                 | B::Inspect
                 | B::RangeStep
+                | B::EnumChunkEvery
         )
     }
 
@@ -351,7 +352,6 @@ impl Builtin {
             B::EnumMap
             | B::EnumFilter
             | B::EnumReject
-            | B::EnumFind
             | B::EnumFindIndex
             | B::EnumAnyBy
             | B::EnumAllBy
@@ -367,7 +367,8 @@ impl Builtin {
             | B::EnumEach
             | B::MapNewBy => (1, 1),
             B::EnumMapIntersperse => (2, 1),
-            B::EnumMapJoin => (arity - 1, 1),
+            // `Enum.find(xs, default, fn)`: the function comes last.
+            B::EnumMapJoin | B::EnumFind => (arity - 1, 1),
             B::EnumSortWith => (1, 2),
             B::EnumReduce => (2, 2),
             _ => return None,
