@@ -64,7 +64,8 @@
 //! - **Blocks**: `<%= for x <- list do %>...<% end %>` with filters and several generators
 //!   (`for x <- xs, x > 1, y <- ys do`), any pattern (`for {k, v} <- map` walks a map's pairs
 //!   in key order; elements that do not match are skipped), `for i <- 1..@n` (counted, no list
-//!   built), `for {x, i} <- Enum.with_index(list)` (no tuple built);
+//!   built; as in Elixir it counts down when `@n` is below 1, so write `1..@n//1` for a loop
+//!   that may run no iteration, counted too), `for {x, i} <- Enum.with_index(list)` (no tuple built);
 //!   `<%= if cond do %>...<% else %>...<% end %>`, `unless`;
 //!   `<%= case expr do %><% {:ok, x} when x > 1 -> %>...<% _ -> %>...<% end %>` (no clause
 //!   matching is an error, as in Elixir); `<%= cond do %><% a -> %>...<% true -> %>...<% end %>`.
@@ -164,12 +165,6 @@
 //!   (galleon keeps it; `Enum.at` is the portable spelling).
 //! - **`length` also counts a string's code points and a map's entries**; Elixir's `length`
 //!   takes lists only.
-//! - **`for` over `first..last` with `first > last` runs no iteration**: `for i <- 1..@n` with
-//!   `@n = 0` renders nothing, which is what such a loop means (the Template of Doom with
-//!   `iters = 0` relies on it); Elixir 1.14 counts down (`[1, 0]`, with no warning), a
-//!   behaviour its `Range` docs deprecate in favour of an explicit `first..last//-1`, which
-//!   galleon counts down as Elixir does (`for i <- 3..1//-1`). Elsewhere
-//!   (`Enum` functions, `in`) a range with `first > last` counts down as in Elixir.
 //! - **An empty tag (`<%= %>`) and single-quoted charlists (`'abc'`) are errors**: both are
 //!   typos far more often than intended (EEx outputs nothing, and the bytes of the charlist).
 //! - Maps have string keys: `m.key`, `m[:key]` and `m["key"]` all find the key `"key"` (an

@@ -206,8 +206,9 @@ pub(crate) struct Bind {
 /// What a `for` iterates.
 #[derive(Debug)]
 pub(crate) enum Generator {
-    /// `first..last`, counted without building a list.
-    Range(Code, Code),
+    /// `first..last` (or `first..last//step`, the step last), counted without building a
+    /// list; without a step it counts down when `first > last`, as Elixir does.
+    Range(Code, Code, Option<Box<Code>>),
     /// A list value.
     Items(Code),
 }

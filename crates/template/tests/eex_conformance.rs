@@ -75,10 +75,6 @@ const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
         "single-quoted charlists are an error (EEx outputs them as bytes)",
     ),
     (
-        "for_decreasing_range",
-        "`for` over `first..last` with first > last runs no iteration (Elixir counts down, which its Range docs deprecate)",
-    ),
-    (
         "inspect_string_keyed_map",
         "maps have string keys: inspect prints every map with atom keys (%{a: 1}), as Phoenix's assigns have",
     ),

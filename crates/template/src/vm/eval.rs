@@ -133,15 +133,22 @@ impl<'a> Eval<'a> {
 
     pub(super) fn generator(&mut self, g: &'a Generator) -> Result<Loop, Error> {
         match g {
-            Generator::Range(a, b) => {
+            Generator::Range(a, b, step) => {
                 let first = self.int(a, "a range bound")?;
                 let last = self.int(b, "a range bound")?;
-                Ok(Loop::Range {
-                    next: first,
-                    last,
-                    index: 0,
-                    done: false,
-                })
+                // Without a step, `first..last` counts down when first > last, as in Elixir.
+                let step = match step {
+                    None if first > last => -1,
+                    None => 1,
+                    Some(c) => match self.int(c, "a range's step")? {
+                        0 => {
+                            let m = "a range's step cannot be zero";
+                            return Err(self.err(ErrorKind::TypeMismatch, c.span, m.to_owned()));
+                        }
+                        s => s,
+                    },
+                };
+                Ok(Loop::range(first, last, step))
             }
             Generator::Items(c) => match lookup(self.frame, c)
                 .map_or_else(|| self.eval(c), |v| Ok(Cow::Borrowed(v)))?

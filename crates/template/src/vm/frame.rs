@@ -72,10 +72,12 @@ impl Frame {
 /// The state of one `for`.
 #[derive(Debug)]
 pub(super) enum Loop {
-    /// `next..=last`, counted; `done` once `last` was yielded (so `last = i64::MAX` works).
+    /// `next`, `next + step`, ... up to `last` (down to it when `step < 0`), counted; `done`
+    /// once no element is left (so `last = i64::MAX` works).
     Range {
         next: i64,
         last: i64,
+        step: i64,
         index: i64,
         done: bool,
     },
@@ -84,16 +86,34 @@ pub(super) enum Loop {
 }
 
 impl Loop {
+    /// A counted loop from `first` to `last` by `step` (not zero), empty when `last` lies
+    /// behind `first` in the step's direction.
+    pub(super) fn range(first: i64, last: i64, step: i64) -> Loop {
+        let done = if step > 0 { first > last } else { first < last };
+        Loop::Range {
+            next: first,
+            last,
+            step,
+            index: 0,
+            done,
+        }
+    }
+
     /// Elements not yet bound.
     pub(super) fn remaining(&self) -> u64 {
         match self {
             Loop::Range {
-                next, last, done, ..
+                next,
+                last,
+                step,
+                done,
+                ..
             } => {
-                if *done || next > last {
+                if *done {
                     0
                 } else {
-                    u64::try_from(i128::from(*last) - i128::from(*next) + 1).unwrap_or(u64::MAX)
+                    let span = (i128::from(*last) - i128::from(*next)) / i128::from(*step);
+                    u64::try_from(span + 1).unwrap_or(u64::MAX)
                 }
             }
             Loop::Items { items, next } => items.len().saturating_sub(*next) as u64,
@@ -110,11 +130,17 @@ impl Loop {
             Loop::Range {
                 next,
                 last,
+                step,
                 index,
                 done,
             } => {
-                let to = i128::from(*next) + i128::from(n);
-                if to > i128::from(*last) {
+                let to = i128::from(*next) + i128::from(n) * i128::from(*step);
+                let past = if *step > 0 {
+                    to > i128::from(*last)
+                } else {
+                    to < i128::from(*last)
+                };
+                if past {
                     *next = *last;
                     *done = true;
                 } else {
@@ -136,19 +162,19 @@ impl Loop {
             Loop::Range {
                 next,
                 last,
+                step,
                 index,
                 done,
             } => {
-                if *done || *next > *last {
+                if *done {
                     return false;
                 }
                 if let Some(slot) = bind.item.and_then(|s| locals.get_mut(s)) {
                     set_int(slot, *next);
                 }
-                if *next == *last {
-                    *done = true;
-                } else {
-                    *next += 1;
+                match next.checked_add(*step) {
+                    Some(n) if (*step > 0 && n <= *last) || (*step < 0 && n >= *last) => *next = n,
+                    _ => *done = true,
                 }
                 let i = *index;
                 *index = index.wrapping_add(1);
@@ -383,12 +409,7 @@ mod tests {
 
     #[test]
     fn range_loop_reaches_i64_max_without_overflow() {
-        let mut l = Loop::Range {
-            next: i64::MAX - 1,
-            last: i64::MAX,
-            index: 0,
-            done: false,
-        };
+        let mut l = Loop::range(i64::MAX - 1, i64::MAX, 1);
         let bind = Bind {
             item: Some(0),
             index: Some(1),
@@ -399,5 +420,51 @@ mod tests {
         assert!(l.advance(bind, &mut locals));
         assert_eq!(locals, [Value::Int(i64::MAX), Value::Int(1)]);
         assert!(!l.advance(bind, &mut locals));
+        let mut l = Loop::range(i64::MIN + 1, i64::MIN, -1);
+        assert_eq!(l.remaining(), 2);
+        assert!(l.advance(bind, &mut locals) && l.advance(bind, &mut locals));
+        assert_eq!(locals, [Value::Int(i64::MIN), Value::Int(1)]);
+        assert!(!l.advance(bind, &mut locals));
+    }
+
+    /// Every element of a stepped or descending loop, bound one by one.
+    fn bound(mut l: Loop) -> Vec<i64> {
+        let bind = Bind {
+            item: Some(0),
+            index: None,
+        };
+        let mut locals = vec![Value::Nil];
+        let mut out = Vec::new();
+        while l.advance(bind, &mut locals) {
+            out.push(match locals[0] {
+                Value::Int(i) => i,
+                _ => unreachable!(),
+            });
+        }
+        out
+    }
+
+    #[test]
+    fn range_loops_count_by_their_step_in_either_direction() {
+        assert_eq!(bound(Loop::range(3, 1, -1)), [3, 2, 1]);
+        assert_eq!(bound(Loop::range(0, 10, 5)), [0, 5, 10]);
+        assert_eq!(bound(Loop::range(0, 11, 5)), [0, 5, 10]);
+        assert_eq!(bound(Loop::range(10, 0, -3)), [10, 7, 4, 1]);
+        assert!(bound(Loop::range(1, 3, -1)).is_empty());
+        assert!(bound(Loop::range(3, 1, 1)).is_empty());
+        assert_eq!(
+            bound(Loop::range(i64::MAX - 3, i64::MAX, 2)),
+            [i64::MAX - 3, i64::MAX - 1]
+        );
+        for (first, last, step) in [(0, 10, 3), (10, 0, -4), (5, 5, 1), (5, 5, -1), (1, 0, 1)] {
+            assert_eq!(
+                Loop::range(first, last, step).remaining(),
+                bound(Loop::range(first, last, step)).len() as u64
+            );
+            let mut skipped = Loop::range(first, last, step);
+            skipped.skip(1);
+            let all = bound(Loop::range(first, last, step));
+            assert_eq!(bound(skipped), all.get(1..).unwrap_or_default());
+        }
     }
 }

@@ -570,7 +570,7 @@ fn op_span(op: &Op) -> Span {
         | Op::Set { code, .. } => code.span,
         Op::Match { span, .. } | Op::NoClause { span, .. } => *span,
         Op::ForInit {
-            generator: Generator::Items(c) | Generator::Range(c, _),
+            generator: Generator::Items(c) | Generator::Range(c, _, _),
             ..
         } => c.span,
         Op::Call { span, .. } => *span,
