@@ -178,7 +178,11 @@ impl Engine {
             .collect();
         for p in &mut programs {
             for (i, (name, span)) in p.partials.iter().enumerate() {
-                match by_name.get(name) {
+                // Phoenix's `render "form.html"` names the file `form.html.eex`.
+                let found = by_name
+                    .get(name)
+                    .or_else(|| by_name.get(&format!("{name}.eex")));
+                match found {
                     Some(&target) => p.links[i] = target,
                     None => {
                         return Err(Error::new(
@@ -190,6 +194,7 @@ impl Engine {
                 }
             }
         }
+        widen_all_assigns(&mut programs);
         Ok(Engine {
             catalog: Arc::new(Catalog {
                 serial: NEXT_CATALOG.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -658,7 +663,16 @@ impl EngineBuilder {
             if seen.contains_key(&name) {
                 continue;
             }
-            let file = root.join(&name);
+            let mut file = root.join(&name);
+            let mut name = name;
+            if !programs.is_empty() && !file.is_file() {
+                // `render "form.html"` for `form.html.eex`, as at linking.
+                let eex = format!("{name}.eex");
+                if root.join(&eex).is_file() && !seen.contains_key(&eex) {
+                    file = root.join(&eex);
+                    name = eex;
+                }
+            }
             if !programs.is_empty() && !file.is_file() {
                 // Left unresolved: linking reports it at the call.
                 continue;
@@ -686,6 +700,36 @@ impl EngineBuilder {
             programs.push(compile(name.as_ref(), source.as_ref(), self.options())?);
         }
         Engine::link(programs, self.functions.into())
+    }
+}
+
+/// Gives each program that reads `assigns` whole the names of the assigns its partials read,
+/// transitively (to be passed on): `assigns` holds the given assigns of those names. A render's
+/// assigns are asked for by name (`Engine::render_with`), so no render enumerates them.
+fn widen_all_assigns(programs: &mut [Program]) {
+    let mut extra = Vec::new();
+    for (start, p) in programs.iter().enumerate() {
+        if !p.all_assigns {
+            continue;
+        }
+        let mut seen = vec![false; programs.len()];
+        let mut stack = vec![start];
+        let mut names: Vec<String> = Vec::new();
+        while let Some(i) = stack.pop() {
+            if std::mem::replace(&mut seen[i], true) {
+                continue;
+            }
+            for name in &programs[i].assigns {
+                if !p.assigns.contains(name) && !names.contains(name) {
+                    names.push(name.clone());
+                }
+            }
+            stack.extend(programs[i].links.iter().filter(|&&t| t < programs.len()));
+        }
+        extra.push((start, names));
+    }
+    for (i, names) in extra {
+        programs[i].assigns.extend(names);
     }
 }
 

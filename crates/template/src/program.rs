@@ -36,8 +36,11 @@ pub(crate) struct Program {
     pub(crate) text: Bytes,
     /// The code.
     pub(crate) ops: Vec<Instr>,
-    /// Names of the `@assigns` used, indexed by [`CodeKind::Assign`].
+    /// Names of the `@assigns` used, indexed by [`CodeKind::Assign`]; when the template reads
+    /// `assigns` whole, linking adds the names the partials it calls read (transitively).
     pub(crate) assigns: Vec<String>,
+    /// Whether the template reads `assigns` whole ([`CodeKind::AllAssigns`]).
+    pub(crate) all_assigns: bool,
     /// Number of local variable slots a frame needs.
     pub(crate) locals: usize,
     /// Partials called, by resolved name, with the span of the call; indexed by the partial
@@ -173,7 +176,7 @@ pub(crate) enum Op {
     /// Render partial number `partial` with the given assigns, in place (streamable).
     Call {
         partial: usize,
-        args: Vec<(Str, Code)>,
+        args: PartialArgs,
         span: Span,
     },
 }
@@ -327,8 +330,20 @@ pub(crate) enum CodeKind {
     Raw(Box<Code>),
     Partial {
         partial: usize,
-        args: Vec<(Str, Code)>,
+        args: PartialArgs,
     },
+    /// Phoenix's `assigns` as a value: a map of the frame's assigns that were given.
+    AllAssigns,
+}
+
+/// The assigns a partial is called with.
+#[derive(Debug)]
+pub(crate) enum PartialArgs {
+    /// `render("x.html", key: value)`: each assign by name.
+    Keywords(Vec<(Str, Code)>),
+    /// `render("x.html", assigns)`, `render("x.html", Map.put(...))`: a map (or a keyword
+    /// list) computed at render time, its keys the partial's assigns.
+    Value(Box<Code>),
 }
 
 /// Default [`Limits::max_steps`]: 100 million instructions and expression nodes: one to two
