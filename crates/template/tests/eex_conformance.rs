@@ -90,6 +90,10 @@ const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
         "maps have string keys: inspect prints every map with atom keys (%{a: 1}), as Phoenix's assigns have",
     ),
     (
+        "assigns_holds_names_read",
+        "`assigns` as a value holds the assigns the template and its partials read, not every one given",
+    ),
+    (
         "kernel_length_string",
         "`length` also counts a string's code points and a map's entries (Elixir: lists only)",
     ),
