@@ -194,7 +194,7 @@ impl Engine {
                 }
             }
         }
-        widen_all_assigns(&mut programs);
+        crate::program::widen_all_assigns(&mut programs);
         Ok(Engine {
             catalog: Arc::new(Catalog {
                 serial: NEXT_CATALOG.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -660,21 +660,15 @@ impl EngineBuilder {
         let mut seen = BTreeMap::new();
         let mut queue = VecDeque::from([name]);
         while let Some(name) = queue.pop_front() {
-            if seen.contains_key(&name) {
-                continue;
-            }
-            let mut file = root.join(&name);
-            let mut name = name;
-            if !programs.is_empty() && !file.is_file() {
-                // `render "form.html"` for `form.html.eex`, as at linking.
-                let eex = format!("{name}.eex");
-                if root.join(&eex).is_file() && !seen.contains_key(&eex) {
-                    file = root.join(&eex);
-                    name = eex;
-                }
-            }
-            if !programs.is_empty() && !file.is_file() {
-                // Left unresolved: linking reports it at the call.
+            // `render "form.html"` for `form.html.eex`, as at linking.
+            let eex = format!("{name}.eex");
+            let name = match programs.is_empty() || root.join(&name).is_file() {
+                false if root.join(&eex).is_file() => eex,
+                _ => name,
+            };
+            let file = root.join(&name);
+            if seen.contains_key(&name) || (!programs.is_empty() && !file.is_file()) {
+                // Done, or left unresolved: linking reports it at the call.
                 continue;
             }
             let program = compile(&name, &read(&file)?, self.options())?;
@@ -700,36 +694,6 @@ impl EngineBuilder {
             programs.push(compile(name.as_ref(), source.as_ref(), self.options())?);
         }
         Engine::link(programs, self.functions.into())
-    }
-}
-
-/// Gives each program that reads `assigns` whole the names of the assigns its partials read,
-/// transitively (to be passed on): `assigns` holds the given assigns of those names. A render's
-/// assigns are asked for by name (`Engine::render_with`), so no render enumerates them.
-fn widen_all_assigns(programs: &mut [Program]) {
-    let mut extra = Vec::new();
-    for (start, p) in programs.iter().enumerate() {
-        if !p.all_assigns {
-            continue;
-        }
-        let mut seen = vec![false; programs.len()];
-        let mut stack = vec![start];
-        let mut names: Vec<String> = Vec::new();
-        while let Some(i) = stack.pop() {
-            if std::mem::replace(&mut seen[i], true) {
-                continue;
-            }
-            for name in &programs[i].assigns {
-                if !p.assigns.contains(name) && !names.contains(name) {
-                    names.push(name.clone());
-                }
-            }
-            stack.extend(programs[i].links.iter().filter(|&&t| t < programs.len()));
-        }
-        extra.push((start, names));
-    }
-    for (i, names) in extra {
-        programs[i].assigns.extend(names);
     }
 }
 

@@ -118,6 +118,36 @@ impl Program {
     }
 }
 
+/// Gives each program that reads `assigns` whole the names of the assigns its partials read,
+/// transitively (to be passed on): `assigns` holds the given assigns of those names. A render's
+/// assigns are asked for by name (`Engine::render_with`), so no render enumerates them.
+pub(crate) fn widen_all_assigns(programs: &mut [Program]) {
+    let mut extra = Vec::new();
+    for (start, p) in programs.iter().enumerate() {
+        if !p.all_assigns {
+            continue;
+        }
+        let mut seen = vec![false; programs.len()];
+        let mut stack = vec![start];
+        let mut names: Vec<String> = Vec::new();
+        while let Some(i) = stack.pop() {
+            if std::mem::replace(&mut seen[i], true) {
+                continue;
+            }
+            for name in &programs[i].assigns {
+                if !p.assigns.contains(name) && !names.contains(name) {
+                    names.push(name.clone());
+                }
+            }
+            stack.extend(programs[i].links.iter().filter(|&&t| t < programs.len()));
+        }
+        extra.push((start, names));
+    }
+    for (i, names) in extra {
+        programs[i].assigns.extend(names);
+    }
+}
+
 /// One instruction: static text to output first (often empty), then an op. Text rides on the
 /// op after it so that `<td><%= x %>` is one dispatch, not two.
 #[derive(Debug)]
