@@ -180,7 +180,7 @@
 //!   typos far more often than intended (EEx outputs nothing, and the bytes of the charlist).
 //! - Maps have string keys: `m.key`, `m[:key]` and `m["key"]` all find the key `"key"` (an
 //!   Elixir map has atom or string keys, not both), and a map literal's atom keys become
-//!   strings. `for {k, v} <- map` gives string keys. So `Enum.group_by` and
+//!   strings. `for {k, v} <- map`, `Map.keys` and `Map.to_list` give string keys. So `Enum.group_by` and
 //!   `Enum.frequencies` take string or atom keys only (an integer key is an error: as a string
 //!   it would change the key's type and the map's order). `inspect` prints every map with atom
 //!   keys (`%{a: 1, "b c": 2}`), as a Phoenix page's assigns and structs have them, so a map

@@ -153,3 +153,25 @@ fn map_update_runs_its_function_and_locates_its_errors() {
     let page = engine.render("u.html.eex", &a).unwrap();
     assert_eq!(&page.to_vec()[..], b"2|0");
 }
+
+#[test]
+fn a_layout_passes_its_assigns_with_the_page_to_a_header_partial() {
+    let engine = Engine::from_sources([
+        (
+            "layout.html.eex",
+            "<%= render \"header.html\", assigns %><main><%= @inner_content %></main>",
+        ),
+        ("header.html.eex", "<header><%= @title %></header>"),
+        ("page.html.eex", "<p><%= @title %></p>"),
+    ])
+    .unwrap();
+    let mut a = Assigns::new();
+    a.insert("title", "T<1>");
+    let page = engine
+        .render_in_layout("page.html.eex", "layout.html.eex", &a)
+        .unwrap();
+    assert_eq!(
+        &page.to_vec()[..],
+        b"<header>T&lt;1&gt;</header><main><p>T&lt;1&gt;</p></main>"
+    );
+}
