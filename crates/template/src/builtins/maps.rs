@@ -131,6 +131,7 @@ fn keyword(b: Builtin, a: &Value, x: Value, y: Value) -> Result<Value, Failure> 
             None => Value::atom("error"),
         },
         B::KeywordDelete | B::KeywordPut => {
+            // `Keyword.put` adds one element and its two-element tuple.
             let extra = usize::from(b == B::KeywordPut);
             budget::charge_str((items.len() + extra * 3).saturating_mul(ELEMENT_BYTES))?;
             let mut out = Vec::with_capacity(items.len() + extra);
