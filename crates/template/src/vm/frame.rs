@@ -6,6 +6,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use crate::ast::BinOp;
+use crate::budget::MAP_ENTRY_BYTES;
 use crate::program::{Bind, Code, CodeKind, FieldName, Program};
 use crate::value::{Map, Str, Value, word8};
 
@@ -67,6 +68,74 @@ impl Frame {
             self.assigns.push(lookup(name));
         }
     }
+}
+
+impl Frame {
+    /// Phoenix's `assigns` as a value: the assigns of this frame that were given, by name
+    /// (`prog` is the frame's program), and the bytes the map takes.
+    pub(super) fn all_assigns(&self, prog: &Program) -> (Map, usize) {
+        let map: Map = prog
+            .assigns
+            .iter()
+            .zip(&self.assigns)
+            .filter_map(|(name, v)| Some((Str::new(name), v.clone()?)))
+            .collect();
+        let bytes = map.len().saturating_mul(MAP_ENTRY_BYTES);
+        (map, bytes)
+    }
+}
+
+/// The assigns a partial was called with, looked up by name as its frame is filled.
+#[derive(Debug)]
+pub(super) enum Given {
+    /// `key: value` pairs (a later key wins, as in Elixir's `Map.new`).
+    Pairs(Vec<(Str, Value)>),
+    /// A map's entries.
+    Map(Arc<Map>),
+}
+
+impl Given {
+    /// The assigns of a partial called with a value: a map, or a keyword list as Phoenix takes
+    /// one (`Map.new`); `Err` names what it was instead.
+    pub(super) fn of(v: Value) -> Result<Given, String> {
+        let items = match v {
+            Value::Map(m) => return Ok(Given::Map(m)),
+            Value::List(items) => items,
+            other => return Err(not_assigns(&other)),
+        };
+        let mut pairs = Vec::with_capacity(items.len());
+        for item in items.iter() {
+            match item {
+                Value::Tuple(p) if p.len() == 2 && matches!(p[0], Value::Atom(_)) => {
+                    if let Value::Atom(k) = &p[0] {
+                        pairs.push((k.clone(), p[1].clone()));
+                    }
+                }
+                _ => return Err(not_assigns(&Value::List(items.clone()))),
+            }
+        }
+        Ok(Given::Pairs(pairs))
+    }
+
+    /// The value given for assign `name`.
+    pub(super) fn get(&self, name: &str) -> Option<Value> {
+        match self {
+            Given::Pairs(p) => p
+                .iter()
+                .rev()
+                .find(|(k, _)| k.as_str() == name)
+                .map(|(_, v)| v.clone()),
+            Given::Map(m) => m.get(name.as_bytes()).cloned(),
+        }
+    }
+}
+
+/// The error of a partial's assigns that are neither a map nor a keyword list.
+fn not_assigns(v: &Value) -> String {
+    format!(
+        "the assigns of `render` must be a map or a keyword list, not {}",
+        crate::ops::describe(v)
+    )
 }
 
 /// The state of one `for`.

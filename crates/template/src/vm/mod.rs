@@ -484,11 +484,8 @@ impl<'c> Vm<'c> {
                     } => {
                         let mut ev = eval!(prog, frame, depth);
                         let (target, args) = ev.call_args(*partial, args, *span)?;
-                        let new = Frame::new(&catalog.programs[target], target, |name| {
-                            args.iter()
-                                .find(|(k, _)| k.bytes() == name.as_bytes())
-                                .map(|(_, v)| v.clone())
-                        });
+                        let new =
+                            Frame::new(&catalog.programs[target], target, |name| args.get(name));
                         out.pin_later(&catalog.programs[target].text);
                         self.frames.push(new);
                         if out.len() >= pause_at {
