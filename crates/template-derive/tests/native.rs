@@ -170,6 +170,21 @@ fn nested_loops_resume_mid_row() {
     assert!(out.starts_with(b"-1.0.1;-1.0.2;-1.0.3;-1.2.40;|0.0.1;"));
 }
 
+#[test]
+fn descending_ranges_count_down_as_in_elixir() {
+    let t = Loops {
+        from: 2,
+        to: -1,
+        rows: vec![vec![7]],
+    };
+    let out = check(LOOPS, &t);
+    assert!(
+        out.starts_with(b"2.0.7;|1.0.7;|0.0.7;|-1.0.7;|nevernever0*"),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+}
+
 /// A loop over a range whose body is static text only: repeated into one static block.
 #[derive(Template, Clone)]
 #[template(

@@ -178,7 +178,11 @@ impl Engine {
             .collect();
         for p in &mut programs {
             for (i, (name, span)) in p.partials.iter().enumerate() {
-                match by_name.get(name) {
+                // Phoenix's `render "form.html"` names the file `form.html.eex`.
+                let found = by_name
+                    .get(name)
+                    .or_else(|| by_name.get(&format!("{name}.eex")));
+                match found {
                     Some(&target) => p.links[i] = target,
                     None => {
                         return Err(Error::new(
@@ -190,6 +194,7 @@ impl Engine {
                 }
             }
         }
+        crate::program::widen_all_assigns(&mut programs);
         Ok(Engine {
             catalog: Arc::new(Catalog {
                 serial: NEXT_CATALOG.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -655,12 +660,15 @@ impl EngineBuilder {
         let mut seen = BTreeMap::new();
         let mut queue = VecDeque::from([name]);
         while let Some(name) = queue.pop_front() {
-            if seen.contains_key(&name) {
-                continue;
-            }
+            // `render "form.html"` for `form.html.eex`, as at linking.
+            let eex = format!("{name}.eex");
+            let name = match programs.is_empty() || root.join(&name).is_file() {
+                false if root.join(&eex).is_file() => eex,
+                _ => name,
+            };
             let file = root.join(&name);
-            if !programs.is_empty() && !file.is_file() {
-                // Left unresolved: linking reports it at the call.
+            if seen.contains_key(&name) || (!programs.is_empty() && !file.is_file()) {
+                // Done, or left unresolved: linking reports it at the call.
                 continue;
             }
             let program = compile(&name, &read(&file)?, self.options())?;

@@ -53,7 +53,7 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 481
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 512
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
 //! reproducing Phoenix.HTML's) and compares the bytes, each also with `trim: true`; the
 //! differences left are listed below.
@@ -65,7 +65,8 @@
 //! - **Blocks**: `<%= for x <- list do %>...<% end %>` with filters and several generators
 //!   (`for x <- xs, x > 1, y <- ys do`), any pattern (`for {k, v} <- map` walks a map's pairs
 //!   in key order; elements that do not match are skipped), `for i <- 1..@n` (counted, no list
-//!   built), `for {x, i} <- Enum.with_index(list)` (no tuple built);
+//!   built; as in Elixir it counts down when `@n` is below 1, so write `1..@n//1` for a loop
+//!   that may run no iteration, counted too), `for {x, i} <- Enum.with_index(list)` (no tuple built);
 //!   `<%= if cond do %>...<% else %>...<% end %>`, `unless`;
 //!   `<%= case expr do %><% {:ok, x} when x > 1 -> %>...<% _ -> %>...<% end %>` (no clause
 //!   matching is an error, as in Elixir); `<%= cond do %><% a -> %>...<% true -> %>...<% end %>`.
@@ -84,9 +85,10 @@
 //!   visible to the end of the enclosing block. Patterns: variables, `_`, literals, atoms,
 //!   `^pinned`, tuples, lists, maps (`%{status: "paid", total: t}`: at least these keys).
 //! - **Values**: `@assign` (also Phoenix's `assigns.name`, and `assigns[:name]`, nil when not
-//!   given), variables, `nil`, `true`, `false`, integers (`1_000`, `0xFF`,
-//!   `0o17`, `0b101`; 64-bit), floats (printed as Elixir prints them: `1000.0` is `1.0e3`,
-//!   and from 2^53 up always with an exponent: `9.007199254740992e15`),
+//!   given), `assigns` itself (a map of the assigns, to pass to a partial), variables, `nil`,
+//!   `true`, `false`, integers (`1_000`, `0xFF`, `0o17`, `0b101`; 64-bit), floats (printed as
+//!   Elixir prints them: `1000.0` is `1.0e3`, and from 2^53 up always with an exponent:
+//!   `9.007199254740992e15`),
 //!   strings with Elixir's escapes (`\n \t \s \e \xHH \uHHHH \u{H...}`) and
 //!   `"#{interpolation}"` (each part through `to_string`), atoms (`:ok`, `:"a b"`), lists
 //!   `[a, b]`, keyword lists `[class: "btn", id: 1]` (a list of `{:key, value}` tuples, as
@@ -120,12 +122,19 @@
 //!   `Integer.to_string/1,2` (a base from 2 to 36), `Integer.parse/digits`;
 //!   `Float.round/floor/ceil/to_string` (the first three with a precision too);
 //!   `:erlang.float_to_binary(x, decimals: n)` (also with `:compact`: `[{:decimals, 4},
-//!   :compact]`; prices, rounded as the Erlang VM rounds them:
-//!   `0.075` with 2 decimals is `0.08`, though the float is a little below 0.075); `Map.get/has_key?/keys/values/new` (`new` with a function too);
+//!   :compact]`; prices, rounded as the Erlang VM rounds them: `0.075` with 2 decimals is
+//!   `0.08`, though the float is a little below 0.075); `Map.get/has_key?/keys/values/new/put/
+//!   put_new/merge/delete/drop/take/update/fetch/to_list` (`new` with a function too, `update`
+//!   takes one; `fetch` gives `{:ok, v}` or `:error`); `Keyword.get/put/merge/delete/has_key?/
+//!   fetch/keys`;
 //!   `List.first/last/flatten`; `raw(x)` and `Phoenix.HTML.raw(x)` (no escaping); functions
 //!   registered from Rust ([`EngineBuilder::function`]); and
-//!   `render("partial.html.eex", key: value)`, looked up relative to the calling template's
-//!   directory, with exactly the given assigns. [`Engine::render_in_layout`] renders a page
+//!   partials as phx.gen.html writes them: `render("row.html.eex", key: value)`,
+//!   `render "form.html", Map.put(assigns, :action, @path)`, `render "row.html",
+//!   Map.merge(assigns, %{row: row})` (the second argument any map or keyword list, whose keys
+//!   are the partial's assigns, exactly those), looked up relative to the calling template's
+//!   directory by the name given, then with `.eex` appended (Phoenix's `"form.html"` is the
+//!   file `form.html.eex`). [`Engine::render_in_layout`] renders a page
 //!   inside a layout as `@inner_content`. Calls may leave out the parentheses as in Elixir
 //!   (`raw @html`, `String.upcase @name`, `Enum.join @xs, ", "`): the arguments are whole
 //!   expressions up to a line break (`length @xs > 0` is `length(@xs > 0)`); `x -1` stays a
@@ -171,25 +180,24 @@
 //!   (galleon keeps it; `Enum.at` is the portable spelling).
 //! - **`length` also counts a string's code points and a map's entries**; Elixir's `length`
 //!   takes lists only.
-//! - **`for` over `first..last` with `first > last` runs no iteration**: `for i <- 1..@n` with
-//!   `@n = 0` renders nothing, which is what such a loop means (the Template of Doom with
-//!   `iters = 0` relies on it); Elixir 1.14 counts down (`[1, 0]`, with no warning), a
-//!   behaviour its `Range` docs deprecate in favour of an explicit `first..last//-1`, which
-//!   galleon counts down as Elixir does (`for i <- 3..1//-1`). Elsewhere
-//!   (`Enum` functions, `in`) a range with `first > last` counts down as in Elixir.
 //! - **An empty tag (`<%= %>`) and single-quoted charlists (`'abc'`) are errors**: both are
 //!   typos far more often than intended (EEx outputs nothing, and the bytes of the charlist).
 //! - Maps have string keys: `m.key`, `m[:key]` and `m["key"]` all find the key `"key"` (an
 //!   Elixir map has atom or string keys, not both), and a map literal's atom keys become
-//!   strings. `for {k, v} <- map` gives string keys. So `Enum.group_by` and
+//!   strings. `for {k, v} <- map`, `Map.keys` and `Map.to_list` give string keys. So `Enum.group_by` and
 //!   `Enum.frequencies` take string or atom keys only (an integer key is an error: as a string
 //!   it would change the key's type and the map's order). `inspect` prints every map with atom
 //!   keys (`%{a: 1, "b c": 2}`), as a Phoenix page's assigns and structs have them, so a map
 //!   written `%{"a" => 1}` prints as `%{a: 1}`; and in key order even past 32 keys, where
 //!   Elixir prints a large map in hash order.
+//! - **`assigns` as a value holds the assigns the template and the partials it calls read**
+//!   (by `@name`, `assigns.name` or `assigns[:name]`, transitively), not every assign given: a
+//!   render asks for its assigns by name ([`Engine::render_with`]), so none enumerates them.
+//!   Passing `assigns` on to partials works as in Phoenix; `Map.keys(assigns)` or
+//!   `inspect(assigns)` show only those names.
 //! - Not supported (a located error): functions as values outside the arguments of the
-//!   functions above, ranges outside `for`, `in` and `Enum` arguments, the `Keyword` module
-//!   beyond `Keyword.get`, a generator whose pattern binds a variable too
+//!   functions above, ranges outside `for`, `in` and `Enum` arguments, `Keyword` functions
+//!   other than those above, `Map.from_struct`, a generator whose pattern binds a variable too
 //!   (`%{} = row <- @rows`), `into:` in the block `for`, big integers, sigils, `with` as a
 //!   block over several tags (`<%= with ... do %>`) and guards in its clauses, `try`,
 //!   structs; functions of Phoenix.HTML other than `raw` (`link`, `content_tag`: register
@@ -224,7 +232,8 @@
 //!   values stay immutable (a shared string is copied) and the growth is charged to
 //!   [`Limits::max_memory`] as it happens. `acc ++ [x]` still copies the list (lists are shared
 //!   slices with no spare room), so building a long list that way is quadratic: prefer
-//!   `[x | acc]` and `Enum.reverse`, or `for`/`Enum.map`;
+//!   `[x | acc]` and `Enum.reverse`, or `for`/`Enum.map` likewise `Map.put(acc, k, v)` in a
+//!   reduce copies the map each time (each copy charged): prefer `Map.new` or `Enum.into`;
 //! - streaming keeps only the frames (program counter, loop positions, variables) between chunks:
 //!   memory is O(chunk size + template), whatever the output size. `galleon render` streams the
 //!   30 GB Template of Doom in under 4 MB of resident memory.

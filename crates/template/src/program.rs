@@ -36,8 +36,11 @@ pub(crate) struct Program {
     pub(crate) text: Bytes,
     /// The code.
     pub(crate) ops: Vec<Instr>,
-    /// Names of the `@assigns` used, indexed by [`CodeKind::Assign`].
+    /// Names of the `@assigns` used, indexed by [`CodeKind::Assign`]; when the template reads
+    /// `assigns` whole, linking adds the names the partials it calls read (transitively).
     pub(crate) assigns: Vec<String>,
+    /// Whether the template reads `assigns` whole ([`CodeKind::AllAssigns`]).
+    pub(crate) all_assigns: bool,
     /// Number of local variable slots a frame needs.
     pub(crate) locals: usize,
     /// Partials called, by resolved name, with the span of the call; indexed by the partial
@@ -115,6 +118,36 @@ impl Program {
     }
 }
 
+/// Gives each program that reads `assigns` whole the names of the assigns its partials read,
+/// transitively (to be passed on): `assigns` holds the given assigns of those names. A render's
+/// assigns are asked for by name (`Engine::render_with`), so no render enumerates them.
+pub(crate) fn widen_all_assigns(programs: &mut [Program]) {
+    let mut extra = Vec::new();
+    for (start, p) in programs.iter().enumerate() {
+        if !p.all_assigns {
+            continue;
+        }
+        let mut seen = vec![false; programs.len()];
+        let mut stack = vec![start];
+        let mut names: Vec<String> = Vec::new();
+        while let Some(i) = stack.pop() {
+            if std::mem::replace(&mut seen[i], true) {
+                continue;
+            }
+            for name in &programs[i].assigns {
+                if !p.assigns.contains(name) && !names.contains(name) {
+                    names.push(name.clone());
+                }
+            }
+            stack.extend(programs[i].links.iter().filter(|&&t| t < programs.len()));
+        }
+        extra.push((start, names));
+    }
+    for (i, names) in extra {
+        programs[i].assigns.extend(names);
+    }
+}
+
 /// One instruction: static text to output first (often empty), then an op. Text rides on the
 /// op after it so that `<td><%= x %>` is one dispatch, not two.
 #[derive(Debug)]
@@ -173,7 +206,7 @@ pub(crate) enum Op {
     /// Render partial number `partial` with the given assigns, in place (streamable).
     Call {
         partial: usize,
-        args: Vec<(Str, Code)>,
+        args: PartialArgs,
         span: Span,
     },
 }
@@ -206,8 +239,9 @@ pub(crate) struct Bind {
 /// What a `for` iterates.
 #[derive(Debug)]
 pub(crate) enum Generator {
-    /// `first..last`, counted without building a list.
-    Range(Code, Code),
+    /// `first..last` (or `first..last//step`, the step last), counted without building a
+    /// list; without a step it counts down when `first > last`, as Elixir does.
+    Range(Code, Code, Option<Box<Code>>),
     /// A list value.
     Items(Code),
 }
@@ -327,8 +361,20 @@ pub(crate) enum CodeKind {
     Raw(Box<Code>),
     Partial {
         partial: usize,
-        args: Vec<(Str, Code)>,
+        args: PartialArgs,
     },
+    /// Phoenix's `assigns` as a value: a map of the frame's assigns that were given.
+    AllAssigns,
+}
+
+/// The assigns a partial is called with.
+#[derive(Debug)]
+pub(crate) enum PartialArgs {
+    /// `render("x.html", key: value)`: each assign by name.
+    Keywords(Vec<(Str, Code)>),
+    /// `render("x.html", assigns)`, `render("x.html", Map.put(...))`: a map (or a keyword
+    /// list) computed at render time, its keys the partial's assigns.
+    Value(Box<Code>),
 }
 
 /// Default [`Limits::max_steps`]: 100 million instructions and expression nodes: one to two

@@ -12,7 +12,14 @@
 //! === name [ok|error] [trim]
 //! @assigns {"json": "object"}        (optional)
 //! template text, up to the next `=== ` line (its last newline is not part of it)
+//! --- partial form.html.eex          (optional, repeated: a partial the template may render)
+//! the partial's text, up to the next `--- partial ` or `=== ` line (last newline dropped)
 //! ```
+//!
+//! A case's template is `<name>.html.eex`; its partials sit beside it, under the names given,
+//! compiled with the same options. Elixir renders `render(name, assigns)` as a Phoenix view does:
+//! the partial named `name` (or `name <> ".eex"`), compiled with the same engine, rendered with
+//! `Map.new(assigns)` as its assigns, the result safe iodata (`runner.exs`).
 //!
 //! `ok`/`error` is what the case expects of EEx; the test checks EEx agrees (so the corpus
 //! stays honest), then that galleon produced the same bytes, or also failed, with its error
@@ -75,12 +82,12 @@ const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
         "single-quoted charlists are an error (EEx outputs them as bytes)",
     ),
     (
-        "for_decreasing_range",
-        "`for` over `first..last` with first > last runs no iteration (Elixir counts down, which its Range docs deprecate)",
-    ),
-    (
         "inspect_string_keyed_map",
         "maps have string keys: inspect prints every map with atom keys (%{a: 1}), as Phoenix's assigns have",
+    ),
+    (
+        "assigns_holds_names_read",
+        "`assigns` as a value holds the assigns the template and its partials read, not every one given",
     ),
     (
         "kernel_length_string",
@@ -99,6 +106,26 @@ struct Case {
     trim: bool,
     assigns: serde_json::Value,
     template: String,
+    /// Partials the template may render: `(name, source)`.
+    partials: Vec<(String, String)>,
+}
+
+/// The line that starts a partial of a case.
+const PARTIAL: &str = "--- partial ";
+
+/// Text up to the next case or partial, without its last newline.
+fn section<'t>(lines: &mut std::iter::Peekable<impl Iterator<Item = &'t str>>) -> String {
+    let mut text = String::new();
+    while lines
+        .peek()
+        .is_some_and(|l| !l.starts_with("=== ") && !l.starts_with(PARTIAL))
+    {
+        text.push_str(lines.next().unwrap_or_default());
+    }
+    if text.ends_with('\n') {
+        text.pop();
+    }
+    text
 }
 
 fn corpus_dir() -> PathBuf {
@@ -133,12 +160,15 @@ fn parse_cases(file: &str, text: &str) -> Vec<Case> {
                 .unwrap_or_else(|e| panic!("{file}: case {name}: bad assigns: {e}"));
             lines.next();
         }
-        let mut template = String::new();
-        while lines.peek().is_some_and(|l| !l.starts_with("=== ")) {
-            template.push_str(lines.next().unwrap_or_default());
-        }
-        if template.ends_with('\n') {
-            template.pop();
+        let template = section(&mut lines);
+        let mut partials = Vec::new();
+        while let Some(l) = lines.next_if(|l| l.starts_with(PARTIAL)) {
+            let partial = l[PARTIAL.len()..].trim().to_owned();
+            assert!(
+                !partial.is_empty(),
+                "{file}: case {name}: a partial needs a name"
+            );
+            partials.push((partial, section(&mut lines)));
         }
         cases.push(Case {
             file: file.to_owned(),
@@ -147,6 +177,7 @@ fn parse_cases(file: &str, text: &str) -> Vec<Case> {
             trim,
             assigns,
             template,
+            partials,
         });
     }
     cases
@@ -165,6 +196,7 @@ fn generated_cases() -> Vec<Case> {
         trim: false,
         assigns,
         template: template.to_owned(),
+        partials: Vec::new(),
     };
     vec![
         case(
@@ -300,6 +332,12 @@ fn run_elixir(cases: &[Case]) -> Option<Vec<Outcome>> {
         elixir_term(&c.assigns, &mut term);
         field(&mut input, term.as_bytes());
         field(&mut input, c.template.as_bytes());
+        let mut partials = Vec::new();
+        for (name, source) in &c.partials {
+            field(&mut partials, name.as_bytes());
+            field(&mut partials, source.as_bytes());
+        }
+        field(&mut input, &partials);
     }
     let tmp = std::env::temp_dir();
     let path = tmp.join(format!("galleon-eex-cases-{}.bin", std::process::id()));
@@ -346,7 +384,10 @@ fn run_galleon(c: &Case) -> Outcome {
     let name = format!("{}.html.eex", c.name);
     let result = Engine::builder()
         .trim(c.trim)
-        .from_source(&name, &c.template)
+        .from_sources(
+            std::iter::once((name.as_str(), c.template.as_str()))
+                .chain(c.partials.iter().map(|(n, s)| (n.as_str(), s.as_str()))),
+        )
         .and_then(|e| {
             let assigns = Assigns::from_json(c.assigns.clone())?;
             e.render(&name, &assigns)

@@ -70,7 +70,7 @@ proptest! {
         chunk in prop_oneof![1usize..64, 64usize..70_000],
         max_steps in prop_oneof![Just(100_000_000u64), 1u64..5000],
     ) {
-        let generator = if list { "@items" } else { "1..@n" };
+        let generator = if list { "@items" } else { "1..@n//1" };
         let (fast, slow) = engines(&body, generator, max_steps);
         let f = fast.render("t", &assigns(n));
         let s = slow.render("t", &assigns(n));

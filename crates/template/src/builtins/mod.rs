@@ -7,6 +7,7 @@ pub(crate) mod collections;
 mod floats;
 mod inspect;
 mod integer;
+pub(crate) mod maps;
 mod text;
 mod titlecase;
 
@@ -143,6 +144,23 @@ pub(crate) enum Builtin {
     EnumEach,
     /// `Map.new(enumerable, fn x -> {key, value} end)`.
     MapNewBy,
+    /// `Map.update(map, key, default, fn v -> ... end)` (run by the VM: it calls the function).
+    MapUpdate,
+    // `Map` and `Keyword` functions that build (`maps.rs`).
+    MapPut,
+    MapPutNew,
+    MapMerge,
+    MapDelete,
+    MapDrop,
+    MapTake,
+    MapFetch,
+    MapToList,
+    KeywordPut,
+    KeywordMerge,
+    KeywordDelete,
+    KeywordHasKey,
+    KeywordFetch,
+    KeywordKeys,
 }
 
 /// Where a built-in takes a function, and of how many arguments.
@@ -278,6 +296,21 @@ const TABLE: &[(&str, &[usize], Builtin)] = &[
     ("Map.new", &[2], Builtin::MapNewBy),
     ("Enum.map_intersperse", &[3], Builtin::EnumMapIntersperse),
     ("Enum.each", &[2], Builtin::EnumEach),
+    ("Map.update", &[4], Builtin::MapUpdate),
+    ("Map.put", &[3], Builtin::MapPut),
+    ("Map.put_new", &[3], Builtin::MapPutNew),
+    ("Map.merge", &[2], Builtin::MapMerge),
+    ("Map.delete", &[2], Builtin::MapDelete),
+    ("Map.drop", &[2], Builtin::MapDrop),
+    ("Map.take", &[2], Builtin::MapTake),
+    ("Map.fetch", &[2], Builtin::MapFetch),
+    ("Map.to_list", &[1], Builtin::MapToList),
+    ("Keyword.put", &[3], Builtin::KeywordPut),
+    ("Keyword.merge", &[2], Builtin::KeywordMerge),
+    ("Keyword.delete", &[2], Builtin::KeywordDelete),
+    ("Keyword.has_key?", &[2], Builtin::KeywordHasKey),
+    ("Keyword.fetch", &[2], Builtin::KeywordFetch),
+    ("Keyword.keys", &[1], Builtin::KeywordKeys),
 ];
 
 /// The built-in called `name` with `arity` arguments.
@@ -343,7 +376,7 @@ impl Builtin {
                 | B::Inspect
                 | B::RangeStep
                 | B::EnumChunkEvery
-        )
+        ) || maps::handles(self)
     }
 
     /// Where this built-in, called with `arity` arguments, takes a function; `None` for the
@@ -368,6 +401,7 @@ impl Builtin {
             | B::EnumGroupBy
             | B::EnumEach
             | B::MapNewBy => (1, 1),
+            B::MapUpdate => (3, 1),
             B::EnumMapIntersperse => (2, 1),
             // `Enum.find(xs, default, fn)`: the function comes last.
             B::EnumMapJoin | B::EnumFind => (arity - 1, 1),
@@ -612,6 +646,7 @@ pub(crate) fn call(b: Builtin, args: Vec<Value>) -> Result<Value, Failure> {
         B::Inspect => Value::from(inspect::inspect(&a)?),
         B::IntegerToStringBase | B::IntegerDigits => integer::call(b, a, arg())?,
         _ if text::handles(b) => text::call(b, a, arg(), arg())?,
+        _ if maps::handles(b) => maps::call(b, a, arg(), arg())?,
         _ => collections::call(b, a, arg(), arg())?,
     })
 }

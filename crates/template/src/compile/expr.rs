@@ -10,7 +10,9 @@ use crate::ast::{BinOp, Expr, ExprKind, FnClause, Pattern, Qualifier, Span};
 use crate::builtins::{self, Builtin};
 use crate::function::Function;
 use crate::lexer::SyntaxError;
-use crate::program::{Code, CodeKind, FnClauseCode, FnCode, ForCode, PatCode, QualCode};
+use crate::program::{
+    Code, CodeKind, FnClauseCode, FnCode, ForCode, PartialArgs, PatCode, QualCode,
+};
 use crate::value::{Str, Value};
 
 pub(super) type R<T> = Result<T, SyntaxError>;
@@ -29,6 +31,8 @@ pub(super) struct Names<'a> {
     pub(super) fn_slots: usize,
     /// Whether patterns now bind a function's parameters (into function slots).
     pub(super) binding_fn: bool,
+    /// Whether the template reads `assigns` whole.
+    pub(super) all_assigns: bool,
 }
 
 /// Where function slots start in [`Names::scope`]: frame slots are below.
@@ -140,10 +144,8 @@ impl Names<'_> {
             },
             ExprKind::Field(map, key) if self.is_assigns(map) => CodeKind::Assign(self.assign(key)),
             ExprKind::Var(name) if name == "assigns" && self.lookup(name).is_none() => {
-                return Err(SyntaxError::new(
-                    e.span,
-                    "`assigns` is read one name at a time: `assigns[:name]` (nil when not given) or `@name`",
-                ));
+                self.all_assigns = true;
+                CodeKind::AllAssigns
             }
             ExprKind::Var(name) => match self.lookup(name) {
                 Some(slot) if slot >= FN_SLOT => CodeKind::FnLocal(slot - FN_SLOT),
@@ -527,24 +529,28 @@ impl Names<'_> {
         })
     }
 
-    /// `render("partial.html.eex", key: value)`.
+    /// `render("partial.html.eex", key: value)`, or with any expression giving a map of
+    /// assigns: `render("form.html", Map.put(assigns, :action, @path))`.
     fn partial(
         &mut self,
         args: &[Expr],
         kwargs: &[(String, Span, Expr)],
         span: Span,
     ) -> R<CodeKind> {
-        let target = match args {
+        let (target, value) = match args {
             [
                 Expr {
                     kind: ExprKind::Lit(Value::Str(s)),
                     span,
                 },
-            ] => (s.as_str(), *span),
+                rest @ ..,
+            ] if rest.len() <= 1 && (rest.is_empty() || kwargs.is_empty()) => {
+                ((s.as_str(), *span), rest.first())
+            }
             _ => {
                 return Err(SyntaxError::new(
                     span,
-                    "`render` takes a template name as a string literal, then `key: value` assigns",
+                    "`render` takes a template name as a string literal, then its assigns (`key: value` pairs or a map)",
                 ));
             }
         };
@@ -554,16 +560,22 @@ impl Names<'_> {
                 "partial path leaves the template root",
             ));
         };
-        let mut compiled = Vec::with_capacity(kwargs.len());
-        for (k, kspan, v) in kwargs {
-            if compiled.iter().any(|(n, _): &(Str, Code)| n.as_str() == k) {
-                return Err(SyntaxError::new(
-                    *kspan,
-                    format!("assign `{k}` given twice"),
-                ));
+        let args = match value {
+            Some(v) => PartialArgs::Value(Box::new(self.expr(v)?)),
+            None => {
+                let mut compiled = Vec::with_capacity(kwargs.len());
+                for (k, kspan, v) in kwargs {
+                    if compiled.iter().any(|(n, _): &(Str, Code)| n.as_str() == k) {
+                        return Err(SyntaxError::new(
+                            *kspan,
+                            format!("assign `{k}` given twice"),
+                        ));
+                    }
+                    compiled.push((Str::new(k), self.expr(v)?));
+                }
+                PartialArgs::Keywords(compiled)
             }
-            compiled.push((Str::new(k), self.expr(v)?));
-        }
+        };
         let partial = match self.partials.iter().position(|(n, _)| *n == resolved) {
             Some(i) => i,
             None => {
@@ -571,10 +583,7 @@ impl Names<'_> {
                 self.partials.len() - 1
             }
         };
-        Ok(CodeKind::Partial {
-            partial,
-            args: compiled,
-        })
+        Ok(CodeKind::Partial { partial, args })
     }
 }
 

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use crate::ast::{Clause, Expr, ExprKind, Node, Pattern, Qualifier, Span};
 use crate::error::{Error, ErrorKind, Location};
 use crate::function::Function;
-use crate::parser::parse;
+use crate::parser::{STEPPED_RANGE, parse};
 use crate::program::{
     Bind, Code, CodeKind, Generator, Instr, Op, PlainBody, Program, REPEAT_BLOCK, Repeat, SizeHint,
     Straight,
@@ -53,6 +53,7 @@ pub(crate) fn compile(name: &str, source: &str, options: Options<'_>) -> Result<
             functions: options.functions,
             fn_slots: 0,
             binding_fn: false,
+            all_assigns: false,
         },
         text: Vec::new(),
         pending: Vec::new(),
@@ -103,6 +104,7 @@ pub(crate) fn compile(name: &str, source: &str, options: Options<'_>) -> Result<
         text,
         ops,
         assigns: c.names.assigns,
+        all_assigns: c.names.all_assigns,
         locals: c.names.locals,
         partials: c.names.partials,
         links,
@@ -418,7 +420,16 @@ impl Compiler<'_> {
         };
         let inner = with_index.unwrap_or(generator);
         let gen_ = match &inner.kind {
-            ExprKind::Range(a, b) => Generator::Range(self.names.expr(a)?, self.names.expr(b)?),
+            ExprKind::Range(a, b) => {
+                Generator::Range(self.names.expr(a)?, self.names.expr(b)?, None)
+            }
+            ExprKind::Call {
+                name, args, kwargs, ..
+            } if name == STEPPED_RANGE && args.len() == 3 && kwargs.is_empty() => Generator::Range(
+                self.names.expr(&args[0])?,
+                self.names.expr(&args[1])?,
+                Some(Box::new(self.names.expr(&args[2])?)),
+            ),
             _ => Generator::Items(self.names.expr(inner)?),
         };
         let init = self.emit(Op::ForInit {

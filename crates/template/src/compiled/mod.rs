@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub use galleon_iolist::IoList;
 
 pub use ops::{
-    Iterate, Scalar, ToScalar, Truthy, compare, eq, iter_from, range, range_from, range_len,
-    strict_bool, strict_eq,
+    Counted, Iterate, Scalar, ToScalar, Truthy, compare, eq, iter_from, range, range_from,
+    range_len, strict_bool, strict_eq,
 };
 pub use out::{BUF_BYTES, Out, Writer};
 #[doc(hidden)]

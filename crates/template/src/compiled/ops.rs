@@ -349,9 +349,9 @@ pub fn iter_from<T: Iterate + ?Sized>(x: &T, skip: usize) -> T::Iter<'_> {
     it
 }
 
-/// `first..last` in a `for`: counted upwards, empty when `first > last` (as in the engine; a
-/// deliberate difference from Elixir, see the crate docs).
-pub fn range(first: Scalar<'_>, last: Scalar<'_>) -> Result<std::ops::RangeInclusive<i64>, Error> {
+/// `first..last` in a `for`: counted upwards, or downwards when `first > last`, as Elixir
+/// counts it (and the engine).
+pub fn range(first: Scalar<'_>, last: Scalar<'_>) -> Result<Counted, Error> {
     let bound = |s: Scalar<'_>| match s {
         Scalar::Int(i) => Ok(i),
         other => Err(Error::new(
@@ -362,16 +362,18 @@ pub fn range(first: Scalar<'_>, last: Scalar<'_>) -> Result<std::ops::RangeInclu
             ),
         )),
     };
-    Ok(bound(first)?..=bound(last)?)
+    let (first, last) = (bound(first)?, bound(last)?);
+    Ok(Counted {
+        next: first,
+        last,
+        down: first > last,
+        done: false,
+    })
 }
 
 /// [`range`] from element `skip` on.
 #[inline]
-pub fn range_from(
-    first: Scalar<'_>,
-    last: Scalar<'_>,
-    skip: usize,
-) -> Result<std::ops::RangeInclusive<i64>, Error> {
+pub fn range_from(first: Scalar<'_>, last: Scalar<'_>, skip: usize) -> Result<Counted, Error> {
     let mut r = range(first, last)?;
     if skip > 0 {
         r.nth(skip - 1);
@@ -381,11 +383,61 @@ pub fn range_from(
 
 /// Elements left in a range (from [`range_from`]), without overflow at the `i64` edges.
 #[inline]
-pub fn range_len(r: &std::ops::RangeInclusive<i64>) -> u64 {
-    if r.is_empty() {
+pub fn range_len(r: &Counted) -> u64 {
+    if r.done {
         0
     } else {
-        u64::try_from(i128::from(*r.end()) - i128::from(*r.start()) + 1).unwrap_or(u64::MAX)
+        u64::try_from((i128::from(r.last) - i128::from(r.next)).abs() + 1).unwrap_or(u64::MAX)
+    }
+}
+
+/// The integers of a `for` over `first..last`, one by one towards `last` (inclusive).
+#[derive(Debug, Clone)]
+pub struct Counted {
+    next: i64,
+    last: i64,
+    down: bool,
+    done: bool,
+}
+
+impl Iterator for Counted {
+    type Item = i64;
+
+    #[inline]
+    fn next(&mut self) -> Option<i64> {
+        if self.done {
+            return None;
+        }
+        let i = self.next;
+        if i == self.last {
+            self.done = true;
+        } else if self.down {
+            self.next -= 1;
+        } else {
+            self.next += 1;
+        }
+        Some(i)
+    }
+
+    fn nth(&mut self, n: usize) -> Option<i64> {
+        let left = range_len(self);
+        if n as u64 >= left {
+            self.done = true;
+            return None;
+        }
+        // Within the range: the element `n` steps on fits in an i64.
+        let n = n as i64;
+        self.next = if self.down {
+            self.next - n
+        } else {
+            self.next + n
+        };
+        self.next()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = usize::try_from(range_len(self)).ok();
+        (n.unwrap_or(usize::MAX), n)
     }
 }
 
@@ -415,7 +467,18 @@ mod tests {
         assert_eq!(iter_from(&v, 2).copied().collect::<Vec<_>>(), [3, 4]);
         let r = range_from(Scalar::Int(1), Scalar::Int(5), 3).unwrap();
         assert_eq!(r.collect::<Vec<_>>(), [4, 5]);
-        assert_eq!(range(Scalar::Int(2), Scalar::Int(1)).unwrap().count(), 0);
+        assert_eq!(
+            range(Scalar::Int(2), Scalar::Int(-1))
+                .unwrap()
+                .collect::<Vec<_>>(),
+            [2, 1, 0, -1]
+        );
+        let r = range_from(Scalar::Int(5), Scalar::Int(1), 2).unwrap();
+        assert_eq!((range_len(&r), r.collect::<Vec<_>>()), (3, vec![3, 2, 1]));
+        let mut r = range(Scalar::Int(i64::MAX), Scalar::Int(i64::MIN)).unwrap();
+        assert_eq!(range_len(&r), u64::MAX);
+        assert_eq!(r.nth(1), Some(i64::MAX - 1));
+        assert_eq!(r.nth(usize::MAX), None);
         let mut r = range(Scalar::Int(i64::MIN), Scalar::Int(i64::MAX)).unwrap();
         assert_eq!(range_len(&r), u64::MAX);
         r.nth(5);

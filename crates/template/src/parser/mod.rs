@@ -29,7 +29,7 @@ use pattern::{check_bindings, to_pattern};
 /// with a 256 KiB stack.
 pub(crate) const MAX_NESTING: usize = 64;
 
-pub(crate) use expr::STEP;
+pub(crate) use expr::{STEP, STEPPED_RANGE};
 pub(crate) use height::too_deep;
 
 /// A block opened by a tag and not yet closed.

@@ -6,15 +6,15 @@ use std::sync::Arc;
 
 use galleon_iolist::IoList;
 
-use super::frame::{Frame, Loop, lookup};
+use super::frame::{Frame, Given, Loop, lookup};
 use super::out::{Out, emit};
 use crate::ast::{BinOp, Span, UnOp};
 use crate::budget::{self, ELEMENT_BYTES, MAP_ENTRY_BYTES, shallow_size};
 use crate::builtins::{self, collections};
 use crate::error::{Error, ErrorKind};
 use crate::ops::{describe, equal, to_text};
-use crate::program::{Catalog, Code, CodeKind, Config, Generator, Program};
-use crate::value::{Map, Str, Value};
+use crate::program::{Catalog, Code, CodeKind, Config, Generator, PartialArgs, Program};
+use crate::value::{Map, Value};
 
 /// Renders the partial whose first frame is `frame` into `out` until done (`Ok(true)`) or until
 /// `out` holds `pause_at` bytes (`Ok(false)`), spending from `steps`, `depth` partials deep.
@@ -133,15 +133,22 @@ impl<'a> Eval<'a> {
 
     pub(super) fn generator(&mut self, g: &'a Generator) -> Result<Loop, Error> {
         match g {
-            Generator::Range(a, b) => {
+            Generator::Range(a, b, step) => {
                 let first = self.int(a, "a range bound")?;
                 let last = self.int(b, "a range bound")?;
-                Ok(Loop::Range {
-                    next: first,
-                    last,
-                    index: 0,
-                    done: false,
-                })
+                // Without a step, `first..last` counts down when first > last, as in Elixir.
+                let step = match step {
+                    None if first > last => -1,
+                    None => 1,
+                    Some(c) => match self.int(c, "a range's step")? {
+                        0 => {
+                            let m = "a range's step cannot be zero";
+                            return Err(self.err(ErrorKind::TypeMismatch, c.span, m.to_owned()));
+                        }
+                        s => s,
+                    },
+                };
+                Ok(Loop::range(first, last, step))
             }
             Generator::Items(c) => match lookup(self.frame, c)
                 .map_or_else(|| self.eval(c), |v| Ok(Cow::Borrowed(v)))?
@@ -194,9 +201,9 @@ impl<'a> Eval<'a> {
     pub(super) fn call_args(
         &mut self,
         partial: usize,
-        args: &'a [(Str, Code)],
+        args: &'a PartialArgs,
         span: Span,
-    ) -> Result<(usize, Vec<(Str, Value)>), Error> {
+    ) -> Result<(usize, Given), Error> {
         if self.depth >= self.config.limits.max_depth {
             return Err(self.err(
                 ErrorKind::Limit,
@@ -218,11 +225,23 @@ impl<'a> Eval<'a> {
                 ));
             }
         };
-        let mut values = Vec::with_capacity(args.len());
-        for (k, c) in args {
-            values.push((k.clone(), self.eval(c)?.into_owned()));
-        }
-        Ok((target, values))
+        let given = match args {
+            PartialArgs::Keywords(args) => {
+                let mut values = Vec::with_capacity(args.len());
+                for (k, c) in args {
+                    values.push((k.clone(), self.eval(c)?.into_owned()));
+                }
+                Given::Pairs(values)
+            }
+            PartialArgs::Value(c) => {
+                let v = self.eval(c)?.into_owned();
+                if let Value::List(l) = &v {
+                    self.alloc(c.span, l.len().saturating_mul(MAP_ENTRY_BYTES))?;
+                }
+                Given::of(v).map_err(|m| self.err(ErrorKind::TypeMismatch, c.span, m))?
+            }
+        };
+        Ok((target, given))
     }
 
     pub(super) fn eval(&mut self, c: &'a Code) -> Result<Val<'a>, Error> {
@@ -511,14 +530,15 @@ impl<'a> Eval<'a> {
                 self.alloc(c.span, html.len())?;
                 Cow::Owned(Value::safe(html))
             }
+            CodeKind::AllAssigns => {
+                let (map, bytes) = self.frame.all_assigns(self.prog);
+                self.alloc(c.span, bytes)?;
+                Cow::Owned(Value::Map(Arc::new(map)))
+            }
             CodeKind::Partial { partial, args } => {
                 let (target, args) = self.call_args(*partial, args, c.span)?;
                 let target_prog = &self.catalog.programs[target];
-                let frame = Frame::new(target_prog, target, |name| {
-                    args.iter()
-                        .find(|(k, _)| k.bytes() == name.as_bytes())
-                        .map(|(_, v)| v.clone())
-                });
+                let frame = Frame::new(target_prog, target, |name| args.get(name));
                 let mut html = IoList::new();
                 let max = self.config.limits.max_output;
                 // The partial's output is a value: it pauses at the memory left too.

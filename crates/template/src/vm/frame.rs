@@ -6,6 +6,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use crate::ast::BinOp;
+use crate::budget::MAP_ENTRY_BYTES;
 use crate::program::{Bind, Code, CodeKind, FieldName, Program};
 use crate::value::{Map, Str, Value, word8};
 
@@ -69,13 +70,83 @@ impl Frame {
     }
 }
 
+impl Frame {
+    /// Phoenix's `assigns` as a value: the assigns of this frame that were given, by name
+    /// (`prog` is the frame's program), and the bytes the map takes.
+    pub(super) fn all_assigns(&self, prog: &Program) -> (Map, usize) {
+        let map: Map = prog
+            .assigns
+            .iter()
+            .zip(&self.assigns)
+            .filter_map(|(name, v)| Some((Str::new(name), v.clone()?)))
+            .collect();
+        let bytes = map.len().saturating_mul(MAP_ENTRY_BYTES);
+        (map, bytes)
+    }
+}
+
+/// The assigns a partial was called with, looked up by name as its frame is filled.
+#[derive(Debug)]
+pub(super) enum Given {
+    /// `key: value` pairs (a later key wins, as in Elixir's `Map.new`).
+    Pairs(Vec<(Str, Value)>),
+    /// A map's entries.
+    Map(Arc<Map>),
+}
+
+impl Given {
+    /// The assigns of a partial called with a value: a map, or a keyword list as Phoenix takes
+    /// one (`Map.new`); `Err` names what it was instead.
+    pub(super) fn of(v: Value) -> Result<Given, String> {
+        let items = match v {
+            Value::Map(m) => return Ok(Given::Map(m)),
+            Value::List(items) => items,
+            other => return Err(not_assigns(&other)),
+        };
+        let mut pairs = Vec::with_capacity(items.len());
+        for item in items.iter() {
+            match item {
+                Value::Tuple(p) if p.len() == 2 && matches!(p[0], Value::Atom(_)) => {
+                    if let Value::Atom(k) = &p[0] {
+                        pairs.push((k.clone(), p[1].clone()));
+                    }
+                }
+                _ => return Err(not_assigns(&Value::List(items.clone()))),
+            }
+        }
+        Ok(Given::Pairs(pairs))
+    }
+
+    /// The value given for assign `name`.
+    pub(super) fn get(&self, name: &str) -> Option<Value> {
+        match self {
+            Given::Pairs(p) => p
+                .iter()
+                .rev()
+                .find(|(k, _)| k.as_str() == name)
+                .map(|(_, v)| v.clone()),
+            Given::Map(m) => m.get(name.as_bytes()).cloned(),
+        }
+    }
+}
+
+/// The error of a partial's assigns that are neither a map nor a keyword list.
+fn not_assigns(v: &Value) -> String {
+    format!(
+        "the assigns of `render` must be a map or a keyword list, not {}",
+        crate::ops::describe(v)
+    )
+}
+
 /// The state of one `for`.
 #[derive(Debug)]
 pub(super) enum Loop {
-    /// `next..=last`, counted; `done` once `last` was yielded (so `last = i64::MAX` works).
+    /// `next`, `next + step`, ... up to `last` (down to it when `step < 0`), counted; `done`
+    /// once no element is left (so `last = i64::MAX` works).
     Range {
         next: i64,
         last: i64,
+        step: i64,
         index: i64,
         done: bool,
     },
@@ -84,16 +155,34 @@ pub(super) enum Loop {
 }
 
 impl Loop {
+    /// A counted loop from `first` to `last` by `step` (not zero), empty when `last` lies
+    /// behind `first` in the step's direction.
+    pub(super) fn range(first: i64, last: i64, step: i64) -> Loop {
+        let done = if step > 0 { first > last } else { first < last };
+        Loop::Range {
+            next: first,
+            last,
+            step,
+            index: 0,
+            done,
+        }
+    }
+
     /// Elements not yet bound.
     pub(super) fn remaining(&self) -> u64 {
         match self {
             Loop::Range {
-                next, last, done, ..
+                next,
+                last,
+                step,
+                done,
+                ..
             } => {
-                if *done || next > last {
+                if *done {
                     0
                 } else {
-                    u64::try_from(i128::from(*last) - i128::from(*next) + 1).unwrap_or(u64::MAX)
+                    let span = (i128::from(*last) - i128::from(*next)) / i128::from(*step);
+                    u64::try_from(span + 1).unwrap_or(u64::MAX)
                 }
             }
             Loop::Items { items, next } => items.len().saturating_sub(*next) as u64,
@@ -110,11 +199,17 @@ impl Loop {
             Loop::Range {
                 next,
                 last,
+                step,
                 index,
                 done,
             } => {
-                let to = i128::from(*next) + i128::from(n);
-                if to > i128::from(*last) {
+                let to = i128::from(*next) + i128::from(n) * i128::from(*step);
+                let past = if *step > 0 {
+                    to > i128::from(*last)
+                } else {
+                    to < i128::from(*last)
+                };
+                if past {
                     *next = *last;
                     *done = true;
                 } else {
@@ -136,19 +231,19 @@ impl Loop {
             Loop::Range {
                 next,
                 last,
+                step,
                 index,
                 done,
             } => {
-                if *done || *next > *last {
+                if *done {
                     return false;
                 }
                 if let Some(slot) = bind.item.and_then(|s| locals.get_mut(s)) {
                     set_int(slot, *next);
                 }
-                if *next == *last {
-                    *done = true;
-                } else {
-                    *next += 1;
+                match next.checked_add(*step) {
+                    Some(n) if (*step > 0 && n <= *last) || (*step < 0 && n >= *last) => *next = n,
+                    _ => *done = true,
                 }
                 let i = *index;
                 *index = index.wrapping_add(1);
@@ -383,12 +478,7 @@ mod tests {
 
     #[test]
     fn range_loop_reaches_i64_max_without_overflow() {
-        let mut l = Loop::Range {
-            next: i64::MAX - 1,
-            last: i64::MAX,
-            index: 0,
-            done: false,
-        };
+        let mut l = Loop::range(i64::MAX - 1, i64::MAX, 1);
         let bind = Bind {
             item: Some(0),
             index: Some(1),
@@ -399,5 +489,51 @@ mod tests {
         assert!(l.advance(bind, &mut locals));
         assert_eq!(locals, [Value::Int(i64::MAX), Value::Int(1)]);
         assert!(!l.advance(bind, &mut locals));
+        let mut l = Loop::range(i64::MIN + 1, i64::MIN, -1);
+        assert_eq!(l.remaining(), 2);
+        assert!(l.advance(bind, &mut locals) && l.advance(bind, &mut locals));
+        assert_eq!(locals, [Value::Int(i64::MIN), Value::Int(1)]);
+        assert!(!l.advance(bind, &mut locals));
+    }
+
+    /// Every element of a stepped or descending loop, bound one by one.
+    fn bound(mut l: Loop) -> Vec<i64> {
+        let bind = Bind {
+            item: Some(0),
+            index: None,
+        };
+        let mut locals = vec![Value::Nil];
+        let mut out = Vec::new();
+        while l.advance(bind, &mut locals) {
+            out.push(match locals[0] {
+                Value::Int(i) => i,
+                _ => unreachable!(),
+            });
+        }
+        out
+    }
+
+    #[test]
+    fn range_loops_count_by_their_step_in_either_direction() {
+        assert_eq!(bound(Loop::range(3, 1, -1)), [3, 2, 1]);
+        assert_eq!(bound(Loop::range(0, 10, 5)), [0, 5, 10]);
+        assert_eq!(bound(Loop::range(0, 11, 5)), [0, 5, 10]);
+        assert_eq!(bound(Loop::range(10, 0, -3)), [10, 7, 4, 1]);
+        assert!(bound(Loop::range(1, 3, -1)).is_empty());
+        assert!(bound(Loop::range(3, 1, 1)).is_empty());
+        assert_eq!(
+            bound(Loop::range(i64::MAX - 3, i64::MAX, 2)),
+            [i64::MAX - 3, i64::MAX - 1]
+        );
+        for (first, last, step) in [(0, 10, 3), (10, 0, -4), (5, 5, 1), (5, 5, -1), (1, 0, 1)] {
+            assert_eq!(
+                Loop::range(first, last, step).remaining(),
+                bound(Loop::range(first, last, step)).len() as u64
+            );
+            let mut skipped = Loop::range(first, last, step);
+            skipped.skip(1);
+            let all = bound(Loop::range(first, last, step));
+            assert_eq!(bound(skipped), all.get(1..).unwrap_or_default());
+        }
     }
 }

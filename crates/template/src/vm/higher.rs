@@ -38,6 +38,9 @@ impl<'a> Eval<'a> {
             }
         }
         let fail = |this: &Self, m: String| this.failed(span, m);
+        if let (B::MapUpdate, Some(f)) = (b, f) {
+            return self.map_update(values, f, span);
+        }
         let items = collections::elements(&values[0]).map_err(|m| fail(self, m))?;
         let Some(f) = f else {
             // `Enum.sort(xs, :asc | :desc)`.
@@ -475,5 +478,38 @@ fn order(v: &Value) -> Result<bool, String> {
         Value::Atom(a) if a.as_str() == "asc" => Ok(false),
         Value::Atom(a) if a.as_str() == "desc" => Ok(true),
         other => Err(format!("expected :asc or :desc, not {}", describe(other))),
+    }
+}
+
+impl<'a> Eval<'a> {
+    /// `Map.update(map, key, default, fun)`: `fun` applied to the value at `key`, or `default`
+    /// when there is none; the new map charged before it is built.
+    fn map_update(
+        &mut self,
+        values: Vec<Value>,
+        f: &'a FnCode,
+        span: Span,
+    ) -> Result<Value, Error> {
+        let mut values = values.into_iter();
+        let (map, key, default) = (
+            values.next().unwrap_or_default(),
+            values.next().unwrap_or_default(),
+            values.next().unwrap_or_default(),
+        );
+        let Value::Map(m) = &map else {
+            return Err(self.failed(span, format!("expected a map, not {}", describe(&map))));
+        };
+        let k = collections::map_key(&key, "Map.update").map_err(|m| self.failed(span, m))?;
+        let new = match m.get(&k) {
+            Some(old) => self.apply(f, &[old])?,
+            None => default,
+        };
+        self.alloc(
+            span,
+            (m.len() + 1).saturating_mul(crate::budget::MAP_ENTRY_BYTES),
+        )?;
+        let mut out = (**m).clone();
+        out.insert(k, new);
+        Ok(Value::Map(std::sync::Arc::new(out)))
     }
 }

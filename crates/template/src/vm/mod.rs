@@ -484,11 +484,8 @@ impl<'c> Vm<'c> {
                     } => {
                         let mut ev = eval!(prog, frame, depth);
                         let (target, args) = ev.call_args(*partial, args, *span)?;
-                        let new = Frame::new(&catalog.programs[target], target, |name| {
-                            args.iter()
-                                .find(|(k, _)| k.bytes() == name.as_bytes())
-                                .map(|(_, v)| v.clone())
-                        });
+                        let new =
+                            Frame::new(&catalog.programs[target], target, |name| args.get(name));
                         out.pin_later(&catalog.programs[target].text);
                         self.frames.push(new);
                         if out.len() >= pause_at {
@@ -570,7 +567,7 @@ fn op_span(op: &Op) -> Span {
         | Op::Set { code, .. } => code.span,
         Op::Match { span, .. } | Op::NoClause { span, .. } => *span,
         Op::ForInit {
-            generator: Generator::Items(c) | Generator::Range(c, _),
+            generator: Generator::Items(c) | Generator::Range(c, _, _),
             ..
         } => c.span,
         Op::Call { span, .. } => *span,

@@ -2,9 +2,10 @@
 #
 # Usage: elixir runner.exs CASES_FILE RESULTS_FILE
 #
-# CASES_FILE holds the cases back to back, each as four length-prefixed fields
+# CASES_FILE holds the cases back to back, each as five length-prefixed fields
 # (`<byte length>:<bytes>`): name, flags (space-separated, e.g. "trim"), assigns (an Elixir
-# map literal, evaluated), template. For each case, in order, stdout gets one result:
+# map literal, evaluated), template, partials (name and source fields back to back, which
+# `render/2` renders as a Phoenix view's `render(name, assigns)` does). For each case, in order, stdout gets one result:
 # `ok:<len>:<rendered bytes>` or `error:<len>:<message>`. One process renders the whole corpus:
 # starting the VM costs about half a second.
 #
@@ -124,6 +125,22 @@ defmodule GalleonHarness.Engine do
   end
 end
 
+defmodule GalleonHarness.View do
+  @moduledoc false
+  # A Phoenix view's `render(template, assigns)`: the case's partial by that name (or with
+  # `.eex` appended, the file Phoenix compiles for `"form.html"`), rendered with the same
+  # engine and options, its assigns `Map.new(assigns)`; the result is safe iodata.
+  def render(name, assigns) do
+    partials = Process.get(:galleon_partials, %{})
+    file = if Map.has_key?(partials, name), do: name, else: name <> ".eex"
+
+    case Map.fetch(partials, file) do
+      {:ok, source} -> GalleonHarness.eval(file, source, Map.new(assigns))
+      :error -> raise ArgumentError, "could not render #{inspect(name)}: no such template"
+    end
+  end
+end
+
 defmodule GalleonHarness do
   @moduledoc false
 
@@ -139,7 +156,8 @@ defmodule GalleonHarness do
     {flags, bin} = field(bin)
     {assigns, bin} = field(bin)
     {template, bin} = field(bin)
-    result = render(name, String.split(flags), assigns, template)
+    {partials, bin} = field(bin)
+    result = render(name, String.split(flags), assigns, template, pairs(partials, %{}))
     run(bin, [frame(result) | acc])
   end
 
@@ -150,21 +168,45 @@ defmodule GalleonHarness do
     {value, rest}
   end
 
+  defp pairs("", acc), do: acc
+
+  defp pairs(bin, acc) do
+    {name, bin} = field(bin)
+    {source, bin} = field(bin)
+    pairs(bin, Map.put(acc, name, source))
+  end
+
   defp frame({status, bytes}), do: [status, ":", Integer.to_string(byte_size(bytes)), ":", bytes]
 
-  defp render(name, flags, assigns, template) do
+  defp render(name, flags, assigns, template, partials) do
     try do
       {assigns, _} = Code.eval_string(assigns)
-      opts = [engine: GalleonHarness.Engine, file: name, trim: "trim" in flags]
-      quoted = EEx.compile_string(template, opts)
-      quoted = quote do: (import Phoenix.HTML, warn: false; unquote(quoted))
-      {{:safe, iodata}, _} = Code.eval_quoted(quoted, [assigns: assigns], file: name)
+      Process.put(:galleon_partials, partials)
+      Process.put(:galleon_trim, "trim" in flags)
+      {:safe, iodata} = eval(name, template, assigns)
       {"ok", IO.iodata_to_binary(iodata)}
     rescue
       e -> {"error", Exception.format(:error, e, []) |> String.slice(0, 2000)}
     catch
       kind, reason -> {"error", inspect({kind, reason})}
     end
+  end
+
+  @doc false
+  # Compiles and runs one template (the case's or a partial) with the case's options.
+  def eval(name, template, assigns) do
+    opts = [engine: GalleonHarness.Engine, file: name, trim: Process.get(:galleon_trim, false)]
+    quoted = EEx.compile_string(template, opts)
+
+    quoted =
+      quote do
+        import Phoenix.HTML, warn: false
+        import GalleonHarness.View, warn: false
+        unquote(quoted)
+      end
+
+    {safe, _} = Code.eval_quoted(quoted, [assigns: assigns], file: name)
+    safe
   end
 end
 
