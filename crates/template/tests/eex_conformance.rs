@@ -25,7 +25,9 @@
 //! stays honest), then that galleon produced the same bytes, or also failed, with its error
 //! located (`name:line:col`). Mismatches must be listed in [`KNOWN_DIFFERENCES`], each
 //! documented in the crate docs ("Differences from EEx"), and at least 95% of the cases must be
-//! identical. `GALLEON_EEX_VERBOSE=1` prints every case's outputs.
+//! identical. Every case without the `trim` flag is rendered a second time with `trim: true` by
+//! both engines and held to the same rules (the known differences apply to both renderings).
+//! `GALLEON_EEX_VERBOSE=1` prints every case's outputs.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
