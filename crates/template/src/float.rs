@@ -42,7 +42,8 @@ pub(crate) fn write_float(x: f64, out: &mut Vec<u8>) {
         out.extend_from_slice(&digits);
         return;
     }
-    // Outside the digits: pad with zeros unless the exponent form is no longer.
+    // Outside the digits: pad with zeros unless the exponent form is no longer; from 2^53 up
+    // (where floats are no longer all integers) always the exponent form, as OTP 24 does.
     let exp_text = (place - 1).to_string();
     let exp_dot = if len == 1 { 2 } else { 1 };
     let exp_cost = exp_text.len() as i32 + 1 + exp_dot;
@@ -53,7 +54,7 @@ pub(crate) fn write_float(x: f64, out: &mut Vec<u8>) {
             out.extend_from_slice(&digits);
             return;
         }
-    } else if place - len + 2 <= exp_cost {
+    } else if place - len + 2 <= exp_cost && x.abs() < TWO_POW_53 {
         out.extend_from_slice(&digits);
         out.extend(std::iter::repeat_n(b'0', (place - len) as usize));
         out.extend_from_slice(b".0");
@@ -69,6 +70,9 @@ pub(crate) fn write_float(x: f64, out: &mut Vec<u8>) {
     out.push(b'e');
     out.extend_from_slice(exp_text.as_bytes());
 }
+
+/// 2^53: from here up `fwrite_g` always prints the exponent form (`9.007199254740992e15`).
+const TWO_POW_53: f64 = 9_007_199_254_740_992.0;
 
 /// [`write_float`] as a `String`.
 pub(crate) fn float_string(x: f64) -> String {
@@ -187,6 +191,12 @@ mod tests {
             (-1.5, "-1.5"),
             (1.0, "1.0"),
             (10.0, "10.0"),
+            (9007199254740990.0, "9007199254740990.0"),
+            (4503599627370497.0, "4503599627370497.0"),
+            (9007199254740992.0, "9.007199254740992e15"),
+            (-9007199254740992.0, "-9.007199254740992e15"),
+            (18014398509481984.0, "1.8014398509481984e16"),
+            (100000000000000016.0, "1.0000000000000002e17"),
         ] {
             assert_eq!(float_string(x), s, "{x:?}");
         }

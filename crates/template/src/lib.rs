@@ -53,9 +53,10 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 401
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 512
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
-//! reproducing Phoenix.HTML's) and compares the bytes; the differences left are listed below.
+//! reproducing Phoenix.HTML's) and compares the bytes, each also with `trim: true`; the
+//! differences left are listed below.
 //!
 //! - **Tags**: text; `<%= expr %>` (output, HTML-escaped: `& < > " '` as `&amp; &lt; &gt;
 //!   &quot; &#39;`); `<% expr %>` (evaluated, not output); `<%# comment %>` and
@@ -84,8 +85,10 @@
 //!   visible to the end of the enclosing block. Patterns: variables, `_`, literals, atoms,
 //!   `^pinned`, tuples, lists, maps (`%{status: "paid", total: t}`: at least these keys).
 //! - **Values**: `@assign` (also Phoenix's `assigns.name`, and `assigns[:name]`, nil when not
-//!   given), `assigns` itself (a map of the assigns, to pass to a partial), variables, `nil`, `true`, `false`, integers (`1_000`, `0xFF`,
-//!   `0o17`, `0b101`; 64-bit), floats (printed as Elixir prints them: `1000.0` is `1.0e3`),
+//!   given), `assigns` itself (a map of the assigns, to pass to a partial), variables, `nil`,
+//!   `true`, `false`, integers (`1_000`, `0xFF`, `0o17`, `0b101`; 64-bit), floats (printed as
+//!   Elixir prints them: `1000.0` is `1.0e3`, and from 2^53 up always with an exponent:
+//!   `9.007199254740992e15`),
 //!   strings with Elixir's escapes (`\n \t \s \e \xHH \uHHHH \u{H...}`) and
 //!   `"#{interpolation}"` (each part through `to_string`), atoms (`:ok`, `:"a b"`), lists
 //!   `[a, b]`, keyword lists `[class: "btn", id: 1]` (a list of `{:key, value}` tuples, as
@@ -105,19 +108,25 @@
 //!   `byte_size`; `Enum.count/join/at/reverse/sum/min/max/sort/uniq/take/drop/empty?/member?/
 //!   with_index/to_list/concat/zip/chunk_every/slice/frequencies/intersperse/split/into` (a
 //!   range may be the enumerable: `Enum.sum(1..10)`; `with_index` takes an offset, `slice` an
-//!   index and a count or a range, `into` a map or a list), and with a function
+//!   index and a count or a range, `into` a map or a list, `chunk_every` a step and a leftover
+//!   (`:discard` or a list to pad with)), and with a function (`find` with a default too)
 //!   `Enum.map/filter/reject/find/find_index/any?/all?/count/flat_map/sort_by/sort/reduce/
 //!   map_join/map_intersperse/min_by/max_by/uniq_by/take_while/drop_while/group_by/each`;
 //!   `String.length/upcase/downcase/capitalize/trim/trim_leading/
 //!   trim_trailing/split/replace/contains?/starts_with?/ends_with?/duplicate/pad_leading/
 //!   pad_trailing/reverse/slice/first/last/at/to_integer/graphemes` (`slice` with a range too;
-//!   `split` with `trim: true`; `contains?`, `starts_with?` and `ends_with?` with a list of
-//!   patterns too); `Integer.to_string/1,2` (a base from 2 to 36), `Integer.parse/digits`;
-//!   `Float.round/floor/ceil/to_string`; `:erlang.float_to_binary(x, decimals: n)` (prices,
-//!   rounded as the Erlang VM rounds them: `0.075` with 2 decimals is `0.08`, though the float
-//!   is a little below 0.075); `Map.get/has_key?/keys/values/new/put/put_new/merge/delete/drop/
-//!   take/update/fetch/to_list` (`new` with a function too, `update` takes one; `fetch` gives
-//!   `{:ok, v}` or `:error`); `Keyword.get/put/merge/delete/has_key?/fetch/keys`;
+//!   `trim`, `trim_leading` and `trim_trailing` with a string to strip the repeats of too;
+//!   `split` with `trim: true` and `parts: n`; `split`, `contains?`, `starts_with?` and
+//!   `ends_with?` with a list of patterns too; `replace` with an empty pattern puts the
+//!   replacement around each code point; `capitalize` titlecases, so `ǆ` is `ǅ` and `ß` `Ss`);
+//!   `Integer.to_string/1,2` (a base from 2 to 36), `Integer.parse/digits`;
+//!   `Float.round/floor/ceil/to_string` (the first three with a precision too);
+//!   `:erlang.float_to_binary(x, decimals: n)` (also with `:compact`: `[{:decimals, 4},
+//!   :compact]`; prices, rounded as the Erlang VM rounds them: `0.075` with 2 decimals is
+//!   `0.08`, though the float is a little below 0.075); `Map.get/has_key?/keys/values/new/put/
+//!   put_new/merge/delete/drop/take/update/fetch/to_list` (`new` with a function too, `update`
+//!   takes one; `fetch` gives `{:ok, v}` or `:error`); `Keyword.get/put/merge/delete/has_key?/
+//!   fetch/keys`;
 //!   `List.first/last/flatten`; `raw(x)` and `Phoenix.HTML.raw(x)` (no escaping); functions
 //!   registered from Rust ([`EngineBuilder::function`]); and
 //!   partials as phx.gen.html writes them: `render("row.html.eex", key: value)`,

@@ -25,7 +25,9 @@
 //! stays honest), then that galleon produced the same bytes, or also failed, with its error
 //! located (`name:line:col`). Mismatches must be listed in [`KNOWN_DIFFERENCES`], each
 //! documented in the crate docs ("Differences from EEx"), and at least 95% of the cases must be
-//! identical. `GALLEON_EEX_VERBOSE=1` prints every case's outputs.
+//! identical. Every case without the `trim` flag is rendered a second time with `trim: true` by
+//! both engines and held to the same rules (the known differences apply to both renderings).
+//! `GALLEON_EEX_VERBOSE=1` prints every case's outputs.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -420,13 +422,33 @@ fn show(o: &Outcome) -> String {
     }
 }
 
+/// How one rendering of a case compared: the case, which mode, and both outcomes.
+struct Compared<'a> {
+    case: &'a Case,
+    /// The case without a `trim` flag, rendered again with `trim: true`.
+    retrimmed: bool,
+    ours: &'a Outcome,
+    theirs: &'a Outcome,
+}
+
 #[test]
 fn eex_corpus_matches_real_eex() {
     let cases = load_corpus();
     assert!(cases.len() >= 150, "corpus has {} cases", cases.len());
+    // Every case without the `trim` flag is also rendered with `trim: true`, by both engines,
+    // so each page is checked both ways.
+    let retrimmed: Vec<Case> = cases
+        .iter()
+        .filter(|c| !c.trim)
+        .map(|c| Case {
+            trim: true,
+            ..c.clone()
+        })
+        .collect();
+    let all: Vec<Case> = cases.iter().chain(&retrimmed).cloned().collect();
     // galleon runs on every case, with or without elixir: no case may panic.
-    let ours: Vec<Outcome> = cases.iter().map(run_galleon).collect();
-    let Some(theirs) = run_elixir(&cases) else {
+    let ours: Vec<Outcome> = all.iter().map(run_galleon).collect();
+    let Some(theirs) = run_elixir(&all) else {
         eprintln!();
         eprintln!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
         eprintln!("!! SKIPPED: the EEx conformance corpus was NOT compared with real Elixir:   !!");
@@ -439,10 +461,12 @@ fn eex_corpus_matches_real_eex() {
     let verbose = std::env::var("GALLEON_EEX_VERBOSE").is_ok_and(|v| v == "1");
     let mut report = String::new();
     let mut corpus_errors = Vec::new();
-    let mut identical = 0usize;
+    let (mut identical, mut identical_retrimmed) = (0usize, 0usize);
     let mut mismatched = Vec::new();
-    for ((c, ours), theirs) in cases.iter().zip(&ours).zip(&theirs) {
-        if matches!(theirs, Outcome::Ok(_)) != c.expect_ok {
+    for (i, ((c, ours), theirs)) in all.iter().zip(&ours).zip(&theirs).enumerate() {
+        let retrimmed = i >= cases.len();
+        // The expectation is written for the case as flagged; trimming does not change it.
+        if !retrimmed && matches!(theirs, Outcome::Ok(_)) != c.expect_ok {
             corpus_errors.push(format!(
                 "{} ({}): the corpus expects {}, EEx gave {}",
                 c.name,
@@ -456,10 +480,11 @@ fn eex_corpus_matches_real_eex() {
             (Outcome::Error(e), Outcome::Error(_)) => !e.starts_with("UNLOCATED"),
             _ => false,
         };
+        let mode = if retrimmed { " (retrimmed)" } else { "" };
         if verbose {
             writeln!(
                 report,
-                "{} {}\n  eex:     {}\n  galleon: {}",
+                "{} {}{mode}\n  eex:     {}\n  galleon: {}",
                 if same { "same" } else { "DIFF" },
                 c.name,
                 show(theirs),
@@ -467,26 +492,37 @@ fn eex_corpus_matches_real_eex() {
             )
             .unwrap();
         }
-        if same {
-            identical += 1;
-        } else {
-            mismatched.push((c, ours, theirs));
+        match (same, retrimmed) {
+            (true, false) => identical += 1,
+            (true, true) => identical_retrimmed += 1,
+            (false, _) => mismatched.push(Compared {
+                case: c,
+                retrimmed,
+                ours,
+                theirs,
+            }),
         }
     }
     let share = identical as f64 / cases.len() as f64;
+    let share_retrimmed = identical_retrimmed as f64 / retrimmed.len().max(1) as f64;
     eprintln!(
-        "EEx conformance: {identical}/{} cases identical ({:.1}%)",
+        "EEx conformance: {identical}/{} cases identical ({:.1}%); \
+         also with trim: true: {identical_retrimmed}/{} identical ({:.1}%)",
         cases.len(),
-        share * 100.0
+        share * 100.0,
+        retrimmed.len(),
+        share_retrimmed * 100.0
     );
     if verbose {
         eprintln!("{report}");
     }
     let mut unexpected = Vec::new();
-    for (c, ours, theirs) in &mismatched {
+    for m in &mismatched {
+        let c = m.case;
         let known = KNOWN_DIFFERENCES.iter().find(|(n, _)| *n == c.name);
+        let mode = if m.retrimmed { " retrimmed" } else { "" };
         eprintln!(
-            "  {} {} ({}):\n    eex:     {}\n    galleon: {}",
+            "  {} {}{mode} ({}):\n    eex:     {}\n    galleon: {}",
             if known.is_some() {
                 "known"
             } else {
@@ -494,11 +530,11 @@ fn eex_corpus_matches_real_eex() {
             },
             c.name,
             known.map_or(c.file.as_str(), |k| k.1),
-            show(theirs),
-            show(ours)
+            show(m.theirs),
+            show(m.ours)
         );
         if known.is_none() {
-            unexpected.push(c.name.clone());
+            unexpected.push(format!("{}{mode}", c.name));
         }
     }
     for (name, _) in KNOWN_DIFFERENCES {
@@ -513,9 +549,10 @@ fn eex_corpus_matches_real_eex() {
         "cases differing from EEx that are not known differences: {unexpected:?}"
     );
     assert!(
-        share >= MIN_IDENTICAL,
-        "only {:.1}% identical",
-        share * 100.0
+        share >= MIN_IDENTICAL && share_retrimmed >= MIN_IDENTICAL,
+        "only {:.1}% identical ({:.1}% with trim: true)",
+        share * 100.0,
+        share_retrimmed * 100.0
     );
 }
 

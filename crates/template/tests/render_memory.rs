@@ -90,6 +90,17 @@ fn a_doubling_concatenation_loop_is_refused() {
 }
 
 #[test]
+fn overlapping_chunks_are_refused_before_they_are_built() {
+    // 100,000 elements in windows of 50,000 moved by 1: 2.5 * 10^9 element copies.
+    let t = std::time::Instant::now();
+    let r = render(
+        "<% xs = Enum.to_list(1..@n) %><%= Enum.chunk_every(xs, div(@n, 2), 1) |> length %>",
+        100_000,
+    );
+    assert_memory_limit(r, t);
+}
+
+#[test]
 fn one_huge_duplicate_is_refused_before_it_is_allocated() {
     let t = std::time::Instant::now();
     let r = render(

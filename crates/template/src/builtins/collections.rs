@@ -144,6 +144,64 @@ pub(crate) fn keyword_find<'v>(items: &'v [Value], key: &Value) -> Option<&'v Va
     })
 }
 
+/// `Enum.chunk_every(items, count, step \\ count, leftover \\ [])` as Elixir runs it: chunks
+/// start every `step` elements and the first one short of `count` is the last: `:discard`
+/// drops it, a list fills it up to `count` (as far as it goes).
+pub(super) fn chunk_every(
+    a: &Value,
+    count: &Value,
+    step: &Value,
+    leftover: &Value,
+) -> Result<Value, Failure> {
+    let items = elements(a)?;
+    let n = int(count)?;
+    if n <= 0 {
+        return Err(expected("a positive chunk size", count));
+    }
+    let step = match step {
+        Value::Nil => n,
+        s => int(s)?,
+    };
+    if step <= 0 {
+        return Err(expected("a positive step", &Value::Int(step)));
+    }
+    let fill: Option<Arc<[Value]>> = match leftover {
+        Value::Nil => Some(Arc::from([])),
+        Value::Atom(d) if d.as_str() == "discard" => None,
+        other => Some(elements(other)?),
+    };
+    let (n, step) = (n as usize, step as usize);
+    // Charged before the chunks are built (a step of 1 copies each element `count` times):
+    // the complete chunks and at most one short one.
+    let complete = match items.len().checked_sub(n) {
+        Some(extra) => extra / step + 1,
+        None => 0,
+    };
+    let elements_built = (complete + 1).saturating_mul(n.min(items.len()) + 1);
+    budget::charge_str(elements_built.saturating_mul(budget::ELEMENT_BYTES))?;
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < items.len() {
+        let end = start.saturating_add(n);
+        if end <= items.len() {
+            out.push(Value::List(items[start..end].into()));
+        } else {
+            if let Some(fill) = &fill {
+                let missing = end - items.len();
+                let c: Vec<Value> = items[start..]
+                    .iter()
+                    .chain(fill.iter().take(missing))
+                    .cloned()
+                    .collect();
+                out.push(Value::List(c.into()));
+            }
+            break;
+        }
+        start = start.saturating_add(step);
+    }
+    Ok(Value::List(out.into()))
+}
+
 /// Runs an `Enum`, `Map` or `List` built-in on its (up to three) arguments.
 pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Failure> {
     use Builtin as B;
@@ -347,18 +405,6 @@ pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Fa
                     .iter()
                     .zip(other.iter())
                     .map(|(p, q)| Value::Tuple(vec![p.clone(), q.clone()].into()))
-                    .collect(),
-            )
-        }
-        B::EnumChunkEvery => {
-            let n = int(&x)?;
-            if n <= 0 {
-                return Err(expected("a positive chunk size", &x));
-            }
-            list(
-                items
-                    .chunks(n as usize)
-                    .map(|c| Value::List(c.into()))
                     .collect(),
             )
         }

@@ -215,6 +215,8 @@ fn escape(c: char, quote: char, next: Option<char>, out: &mut String) {
         '\u{1b}' => out.push_str("\\e"),
         '\u{7f}' => out.push_str("\\d"),
         '\u{07}' => out.push_str("\\a"),
+        // The byte order mark, invisible but printable, is spelled out as Elixir does.
+        '\u{feff}' => out.push_str("\\uFEFF"),
         c if c == quote => {
             out.push('\\');
             out.push(c);
@@ -271,10 +273,13 @@ fn identifier(name: &str) -> bool {
         && chars.all(|c| c.is_alphanumeric() || c == '_' || c == '@')
 }
 
-/// The operators an atom prints bare as (`:+`, `:<>`).
+/// The operators and special forms an atom prints bare as, as a value (`:+`, `:<>`) and as a
+/// key (`[!: 1]`): Elixir 1.14's list, found by inspecting each (`:"~~~"`, `:"//"` and `:"::"`
+/// are quoted).
 const OPERATORS: &[&str] = &[
     "+", "-", "*", "/", "==", "!=", "===", "!==", "<", ">", "<=", ">=", "<>", "++", "--", "|>",
-    "!", "&&", "||", "=~", "..",
+    "!", "&&", "||", "=~", "..", "...", "..//", "@", ".", "^", "<<<", ">>>", "&&&", "|||", "<~",
+    "~>", "<~>", "<-", "\\\\", "=", "|", "&", "->", "%{}", "{}", "%", "<<>>", "+++", "---",
 ];
 
 /// Appends atom `name` as `inspect` prints it: `:ok`, `:"a b"`, `Foo` for `:"Elixir.Foo"`.
@@ -299,7 +304,7 @@ fn atom(name: &str, out: &mut String) {
 
 /// Appends a map's or a keyword list's key as an atom key: `a: ` or `"a b": `.
 fn key(name: &str, out: &mut String) {
-    if identifier(name) {
+    if identifier(name) || OPERATORS.contains(&name) {
         out.push_str(name);
     } else {
         quoted(name, out);

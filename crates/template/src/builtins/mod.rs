@@ -4,14 +4,17 @@
 //! know nothing of frames or output.
 
 pub(crate) mod collections;
+mod floats;
 mod inspect;
 mod integer;
 pub(crate) mod maps;
 mod text;
+mod titlecase;
 
 use crate::float::{MAX_DECIMALS, float_string, float_to_decimals};
 use crate::ops::{describe, to_string};
 use crate::value::Value;
+use floats::{Rounding, compacted, float_options, round_half_up, round_toward};
 
 /// A built-in function. `name/arity` in Elixir's spelling is [`Builtin::name`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,14 +227,14 @@ const TABLE: &[(&str, &[usize], Builtin)] = &[
     ("Enum.to_list", &[1], Builtin::EnumToList),
     ("Enum.concat", &[2], Builtin::EnumConcat),
     ("Enum.zip", &[2], Builtin::EnumZip),
-    ("Enum.chunk_every", &[2], Builtin::EnumChunkEvery),
+    ("Enum.chunk_every", &[2, 3, 4], Builtin::EnumChunkEvery),
     ("Enum.slice", &[3], Builtin::EnumSlice),
     ("Enum.slice", &[2], Builtin::EnumSliceRange),
     ("String.length", &[1], Builtin::StringLength),
     ("String.capitalize", &[1], Builtin::StringCapitalize),
-    ("String.trim", &[1], Builtin::StringTrim),
-    ("String.trim_leading", &[1], Builtin::StringTrimLeading),
-    ("String.trim_trailing", &[1], Builtin::StringTrimTrailing),
+    ("String.trim", &[1, 2], Builtin::StringTrim),
+    ("String.trim_leading", &[1, 2], Builtin::StringTrimLeading),
+    ("String.trim_trailing", &[1, 2], Builtin::StringTrimTrailing),
     ("String.split", &[1, 2, 3], Builtin::StringSplit),
     ("String.replace", &[3], Builtin::StringReplace),
     ("String.contains?", &[2], Builtin::StringContains),
@@ -250,8 +253,8 @@ const TABLE: &[(&str, &[usize], Builtin)] = &[
     ("Integer.parse", &[1], Builtin::IntegerParse),
     ("Float.round", &[1, 2], Builtin::FloatRound),
     (":erlang.float_to_binary", &[2], Builtin::FloatToBinary),
-    ("Float.floor", &[1], Builtin::FloatFloor),
-    ("Float.ceil", &[1], Builtin::FloatCeil),
+    ("Float.floor", &[1, 2], Builtin::FloatFloor),
+    ("Float.ceil", &[1, 2], Builtin::FloatCeil),
     ("Map.get", &[2, 3], Builtin::MapGet),
     ("Map.has_key?", &[2], Builtin::MapHasKey),
     ("Keyword.get", &[2, 3], Builtin::KeywordGet),
@@ -264,7 +267,7 @@ const TABLE: &[(&str, &[usize], Builtin)] = &[
     ("Enum.map", &[2], Builtin::EnumMap),
     ("Enum.filter", &[2], Builtin::EnumFilter),
     ("Enum.reject", &[2], Builtin::EnumReject),
-    ("Enum.find", &[2], Builtin::EnumFind),
+    ("Enum.find", &[2, 3], Builtin::EnumFind),
     ("Enum.find_index", &[2], Builtin::EnumFindIndex),
     ("Enum.any?", &[2], Builtin::EnumAnyBy),
     ("Enum.all?", &[2], Builtin::EnumAllBy),
@@ -372,6 +375,7 @@ impl Builtin {
                 | B::StringReplace
                 | B::Inspect
                 | B::RangeStep
+                | B::EnumChunkEvery
         ) || maps::handles(self)
     }
 
@@ -383,7 +387,6 @@ impl Builtin {
             B::EnumMap
             | B::EnumFilter
             | B::EnumReject
-            | B::EnumFind
             | B::EnumFindIndex
             | B::EnumAnyBy
             | B::EnumAllBy
@@ -400,7 +403,8 @@ impl Builtin {
             | B::MapNewBy => (1, 1),
             B::MapUpdate => (3, 1),
             B::EnumMapIntersperse => (2, 1),
-            B::EnumMapJoin => (arity - 1, 1),
+            // `Enum.find(xs, default, fn)`: the function comes last.
+            B::EnumMapJoin | B::EnumFind => (arity - 1, 1),
             B::EnumSortWith => (1, 2),
             B::EnumReduce => (2, 2),
             _ => return None,
@@ -572,9 +576,11 @@ pub(crate) fn call(b: Builtin, args: Vec<Value>) -> Result<Value, Failure> {
                 return Err(expected("a float", &a));
             };
             let opts = arg();
-            match option(&opts, "decimals")? {
+            let (decimals, compact) = float_options(&opts)?;
+            match decimals {
                 Some(Value::Int(d)) if (0..=MAX_DECIMALS as i64).contains(d) => {
                     match float_to_decimals(x, *d as usize) {
+                        Some(text) if compact => Value::from(compacted(text)),
                         Some(text) => Value::from(text),
                         None => {
                             return Err(format!(
@@ -598,11 +604,24 @@ pub(crate) fn call(b: Builtin, args: Vec<Value>) -> Result<Value, Failure> {
                 Value::Int(d) if (0..=15).contains(&d) => d as i32,
                 other => return Err(expected("a precision from 0 to 15", &other)),
             };
-            Value::Float(match b {
+            let r = match b {
                 B::FloatRound => round_half_up(x, digits),
+                B::FloatFloor if digits > 0 => round_toward(x, digits, Rounding::Floor),
+                B::FloatCeil if digits > 0 => round_toward(x, digits, Rounding::Ceil),
                 B::FloatFloor => x.floor(),
                 _ => x.ceil(),
-            })
+            };
+            // Elixir 1.14: a zero result is 0.0, whatever the sign, except that a zero given
+            // with a precision comes back as is (`Float.round(-0.4)` is 0.0, `Float.round(-0.0,
+            // 2)` is -0.0); `floor`/`ceil` without a precision keep `:math`'s sign.
+            let zero_is_positive = b == B::FloatRound || digits > 0;
+            Value::Float(
+                if r == 0.0 && zero_is_positive && !(digits > 0 && x == 0.0) {
+                    0.0
+                } else {
+                    r
+                },
+            )
         }
         B::IntegerParse => {
             let Value::Str(s) = &a else {
@@ -620,54 +639,16 @@ pub(crate) fn call(b: Builtin, args: Vec<Value>) -> Result<Value, Failure> {
                 Value::Tuple(vec![Value::Int(n), Value::from(&t[sign + digits..])].into())
             }
         }
+        B::EnumChunkEvery => {
+            let (count, step, leftover) = (arg(), arg(), arg());
+            collections::chunk_every(&a, &count, &step, &leftover)?
+        }
         B::Inspect => Value::from(inspect::inspect(&a)?),
         B::IntegerToStringBase | B::IntegerDigits => integer::call(b, a, arg())?,
         _ if text::handles(b) => text::call(b, a, arg(), arg())?,
         _ if maps::handles(b) => maps::call(b, a, arg(), arg())?,
         _ => collections::call(b, a, arg(), arg())?,
     })
-}
-
-/// Rounds half away from zero at `digits` decimals, on the float's exact decimal expansion, as
-/// Elixir's `Float.round/2` does (`Float.round(2.675, 2)` is 2.67: the float is below 2.675).
-fn round_half_up(x: f64, digits: i32) -> f64 {
-    let r: f64 = fixed(x.abs(), digits as usize).parse().unwrap_or(x.abs());
-    if x.is_sign_negative() { -r } else { r }
-}
-
-/// `x` with `digits` decimals, its exact value rounded half away from zero (`fixed(0.125, 2)`
-/// is "0.13", `fixed(2.5, 0)` is "3"): `Float.round/2`'s rule. (Erlang's `float_to_binary`
-/// rounds otherwise: [`float_to_decimals`].)
-fn fixed(x: f64, digits: usize) -> String {
-    // Rust prints a float's exact decimal expansion when asked for enough digits.
-    let exact = format!("{:.1100}", x.abs());
-    let (int, frac) = exact.split_once('.').unwrap_or((&exact, ""));
-    let keep = &frac[..digits];
-    let round_up = frac.as_bytes().get(digits).is_some_and(|&d| d >= b'5');
-    let mut n: Vec<u8> = format!("{int}{keep}").into_bytes();
-    if round_up {
-        let mut i = n.len();
-        loop {
-            if i == 0 {
-                n.insert(0, b'1');
-                break;
-            }
-            i -= 1;
-            if n[i] == b'9' {
-                n[i] = b'0';
-            } else {
-                n[i] += 1;
-                break;
-            }
-        }
-    }
-    let point = n.len() - digits;
-    let sign = if x.is_sign_negative() { "-" } else { "" };
-    let int = std::str::from_utf8(&n[..point]).unwrap_or("0");
-    match std::str::from_utf8(&n[point..]).unwrap_or("") {
-        "" => format!("{sign}{int}"),
-        frac => format!("{sign}{int}.{frac}"),
-    }
 }
 
 /// Option `key` of a keyword list (`[trim: true]`, as the compiler passes `trim: true`); nil

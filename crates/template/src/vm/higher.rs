@@ -111,7 +111,8 @@ impl<'a> Eval<'a> {
                         });
                     }
                 }
-                Value::Nil
+                // `Enum.find/3`'s default (values are the list, then the default if given).
+                values.get(1).cloned().unwrap_or_default()
             }
             B::EnumAnyBy | B::EnumAllBy => {
                 let any = b == B::EnumAnyBy;
