@@ -244,6 +244,7 @@ mod lexer;
 mod ops;
 mod parser;
 mod program;
+mod regexp;
 mod scalar;
 #[allow(missing_docs)]
 mod span;
@@ -268,4 +269,5 @@ pub use engine::{
 };
 pub use error::{Error, ErrorKind, Location};
 pub use function::{FromValue, IntoFunction, IntoResult};
+pub use regexp::Regex;
 pub use value::{Assigns, Map, Str, Value};

@@ -3,9 +3,12 @@
 //! time ([`lookup`]) and run on evaluated arguments ([`call`]). Pure functions of values: they
 //! know nothing of frames or output.
 
+pub(crate) use re::scanned;
+
 pub(crate) mod collections;
 mod inspect;
 mod integer;
+mod re;
 mod text;
 
 use crate::float::{MAX_DECIMALS, float_string, float_to_decimals};
@@ -140,6 +143,18 @@ pub(crate) enum Builtin {
     EnumEach,
     /// `Map.new(enumerable, fn x -> {key, value} end)`.
     MapNewBy,
+    /// `Regex.compile!/1,2`, what `~r/.../` compiles to (run at compile time when literal).
+    RegexCompile,
+    RegexMatch,
+    RegexRun,
+    RegexScan,
+    RegexReplace,
+    RegexSplit,
+    RegexNamedCaptures,
+    RegexSource,
+    StringMatch,
+    /// `string =~ regex` and `string =~ string`.
+    MatchOp,
 }
 
 /// Where a built-in takes a function, and of how many arguments.
@@ -215,7 +230,7 @@ const TABLE: &[(&str, &[usize], Builtin)] = &[
     ("String.trim_leading", &[1], Builtin::StringTrimLeading),
     ("String.trim_trailing", &[1], Builtin::StringTrimTrailing),
     ("String.split", &[1, 2, 3], Builtin::StringSplit),
-    ("String.replace", &[3], Builtin::StringReplace),
+    ("String.replace", &[3, 4], Builtin::StringReplace),
     ("String.contains?", &[2], Builtin::StringContains),
     ("String.starts_with?", &[2], Builtin::StringStartsWith),
     ("String.ends_with?", &[2], Builtin::StringEndsWith),
@@ -275,6 +290,16 @@ const TABLE: &[(&str, &[usize], Builtin)] = &[
     ("Map.new", &[2], Builtin::MapNewBy),
     ("Enum.map_intersperse", &[3], Builtin::EnumMapIntersperse),
     ("Enum.each", &[2], Builtin::EnumEach),
+    ("Regex.compile!", &[1, 2], Builtin::RegexCompile),
+    ("Regex.match?", &[2], Builtin::RegexMatch),
+    ("Regex.run", &[2, 3], Builtin::RegexRun),
+    ("Regex.scan", &[2], Builtin::RegexScan),
+    ("Regex.replace", &[3, 4], Builtin::RegexReplace),
+    ("Regex.split", &[2, 3], Builtin::RegexSplit),
+    ("Regex.named_captures", &[2], Builtin::RegexNamedCaptures),
+    ("Regex.source", &[1], Builtin::RegexSource),
+    ("String.match?", &[2], Builtin::StringMatch),
+    ("=~", &[2], Builtin::MatchOp),
 ];
 
 /// The built-in called `name` with `arity` arguments.
@@ -337,6 +362,7 @@ impl Builtin {
                 | B::StringPadLeading
                 | B::StringPadTrailing
                 | B::StringReplace
+                | B::RegexReplace
                 | B::Inspect
                 | B::RangeStep
         )
@@ -381,7 +407,15 @@ impl Builtin {
     /// Whether the last argument may be written as keyword options (`String.split(s, ",",
     /// trim: true)`): the compiler passes them as a keyword list, as Elixir does.
     pub(crate) fn takes_options(self) -> bool {
-        matches!(self, Builtin::StringSplit | Builtin::FloatToBinary)
+        matches!(
+            self,
+            Builtin::StringSplit
+                | Builtin::FloatToBinary
+                | Builtin::StringReplace
+                | Builtin::RegexRun
+                | Builtin::RegexReplace
+                | Builtin::RegexSplit
+        )
     }
 
     /// Whether the second argument is a range the compiler passes as its two bounds
@@ -405,6 +439,9 @@ pub(crate) type Failure = String;
 /// Runs `b` on `args` (as many as [`lookup`] allowed).
 pub(crate) fn call(b: Builtin, args: Vec<Value>) -> Result<Value, Failure> {
     use Builtin as B;
+    if re::handles(b, &args) {
+        return re::call(b, args);
+    }
     let mut args = args.into_iter();
     let mut arg = || args.next().unwrap_or_default();
     let a = arg();

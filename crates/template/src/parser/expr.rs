@@ -31,6 +31,8 @@ enum Infix {
     Step,
     Pipe,
     NotIn,
+    /// `=~`: a call of the built-in `=~`.
+    Match,
 }
 
 /// Binding power of an infix operator: (left, right); right = left + 1 is left-associative.
@@ -46,6 +48,7 @@ fn infix(tok: &Tok, next: Option<&Tok>) -> Option<(u8, u8, Infix, usize)> {
         Tok::Sym("!=") => (3, false, Infix::Bin(BinOp::Ne), 1),
         Tok::Sym("===") => (3, false, Infix::Bin(BinOp::StrictEq), 1),
         Tok::Sym("!==") => (3, false, Infix::Bin(BinOp::StrictNe), 1),
+        Tok::Sym("=~") => (3, false, Infix::Match, 1),
         Tok::Sym("<") => (4, false, Infix::Bin(BinOp::Lt), 1),
         Tok::Sym("<=") => (4, false, Infix::Bin(BinOp::Le), 1),
         Tok::Sym(">") => (4, false, Infix::Bin(BinOp::Gt), 1),
@@ -105,6 +108,12 @@ fn combine(op: Infix, op_span: Span, lhs: Expr, rhs: Expr) -> Result<Expr, Synta
                     span: rhs.span,
                 }),
             ),
+        },
+        Infix::Match => ExprKind::Call {
+            name: "=~".to_owned(),
+            name_span: op_span,
+            args: vec![lhs, rhs],
+            kwargs: Vec::new(),
         },
         Infix::Step => ExprKind::Call {
             name: STEP.to_owned(),
@@ -292,7 +301,9 @@ impl Parser {
             lhs_height = match op {
                 Infix::NotIn => 2 + lhs_height.max(rhs_height),
                 Infix::Pipe => rhs_height.max(1 + lhs_height),
-                Infix::Bin(_) | Infix::Range | Infix::Step => 1 + lhs_height.max(rhs_height),
+                Infix::Bin(_) | Infix::Range | Infix::Step | Infix::Match => {
+                    1 + lhs_height.max(rhs_height)
+                }
             };
             if lhs_height > MAX_NESTING {
                 return Err(too_deep(op_span, "expression"));
@@ -378,6 +389,7 @@ impl Parser {
             Tok::Sym("%{") => self.map(span),
             Tok::Sym("&") => self.capture(span),
             Tok::Interp(parts) => self.interpolation(parts, span),
+            Tok::Sigil(letter, parts, mods) => self.sigil(letter, parts, &mods, span),
             Tok::Alias(module) => self.remote_call(module, span),
             Tok::Atom(a) => self.atom(a, span),
             Tok::Ident(w) => self.word(w, span),
@@ -506,7 +518,7 @@ impl Parser {
             )),
             Tok::Sym(s) => Err(SyntaxError::new(span, format!("unexpected `{s}`"))),
             // Dispatched by `primary`.
-            Tok::Ident(_) | Tok::Alias(_) | Tok::Atom(_) | Tok::Interp(_) => {
+            Tok::Ident(_) | Tok::Alias(_) | Tok::Atom(_) | Tok::Interp(_) | Tok::Sigil(..) => {
                 Err(SyntaxError::new(span, "unexpected token"))
             }
         }
@@ -587,6 +599,90 @@ impl Parser {
         })
     }
 
+    /// `~r/src/mods` (a call of `Regex.compile!`, which the compiler runs when the source is
+    /// literal), `~s(...)` and `~S(...)` (strings), `~w(...)` and `~W(...)` (words, with the
+    /// modifiers `s` or `a`).
+    fn sigil(
+        &mut self,
+        letter: char,
+        parts: Vec<Part>,
+        mods: &str,
+        span: Span,
+    ) -> Result<Expr, SyntaxError> {
+        let mut text = self.interpolation(parts, span)?;
+        if let ExprKind::Interp(items) = &mut text.kind
+            && items.len() == 1
+            && matches!(items[0].kind, ExprKind::Lit(Value::Str(_)))
+            && let Some(only) = items.pop()
+        {
+            text.kind = only.kind;
+        }
+        let bad_mods = |what: &str| {
+            SyntaxError::new(
+                span,
+                format!("invalid modifiers `{mods}` for ~{letter} ({what})"),
+            )
+        };
+        let kind = match letter {
+            'r' | 'R' => ExprKind::Call {
+                name: "Regex.compile!".to_owned(),
+                name_span: span,
+                args: vec![
+                    text,
+                    Expr {
+                        kind: ExprKind::Lit(Value::from(mods)),
+                        span,
+                    },
+                ],
+                kwargs: Vec::new(),
+            },
+            's' | 'S' if mods.is_empty() => text.kind,
+            's' | 'S' => return Err(bad_mods("it takes none")),
+            'w' | 'W' if !matches!(mods, "" | "s" | "a") => {
+                return Err(bad_mods(
+                    "galleon takes `s` or `a`; charlists are not supported",
+                ));
+            }
+            'w' | 'W' => match text.kind {
+                ExprKind::Lit(Value::Str(words)) => ExprKind::List(
+                    words
+                        .as_str()
+                        .split_whitespace()
+                        .map(|w| Expr {
+                            kind: ExprKind::Lit(if mods == "a" {
+                                Value::atom(w)
+                            } else {
+                                Value::str(w)
+                            }),
+                            span,
+                        })
+                        .collect(),
+                ),
+                _ if mods == "a" => {
+                    return Err(SyntaxError::new(
+                        span,
+                        "~w with `a` takes no interpolation (galleon makes no atoms at render time)",
+                    ));
+                }
+                kind => ExprKind::Call {
+                    name: "String.split".to_owned(),
+                    name_span: span,
+                    args: vec![Expr { kind, span }],
+                    kwargs: Vec::new(),
+                },
+            },
+            other => {
+                return Err(SyntaxError::new(
+                    span,
+                    format!(
+                        "the sigil ~{other} is not supported (galleon has ~r, ~s, ~w, ~R, ~S and ~W)"
+                    ),
+                ));
+            }
+        };
+        Ok(Expr { kind, span })
+    }
+
     /// `name(args..., key: value...)`; the `(` is next.
     fn call(&mut self, name: String, name_span: Span) -> Result<Expr, SyntaxError> {
         self.expect_sym("(")?;
@@ -617,6 +713,7 @@ impl Parser {
                 | Tok::Float(_)
                 | Tok::Str(_)
                 | Tok::Interp(_)
+                | Tok::Sigil(..)
                 | Tok::Atom(_)
                 | Tok::Assign(_)
                 | Tok::Alias(_)

@@ -456,6 +456,9 @@ impl<'a> Eval<'a> {
                 // its arguments (`hd`, `Map.get`) was not built, and one charged before it was
                 // built (`String.duplicate`) is not charged again.
                 let first = values.first().and_then(identity);
+                // A regex function's input is scanned whatever it returns: charged first.
+                let scanned = builtins::scanned(*b, &values) / BYTES_PER_STEP;
+                self.tick(c.span, scanned as u64)?;
                 let v = builtins::call(*b, values).map_err(|m| self.failed(c.span, m))?;
                 if b.selects() || b.charges_itself() || (first.is_some() && identity(&v) == first) {
                     self.charge(&v, c.span)?;
