@@ -213,12 +213,16 @@ fn find_close(b: &[u8], from: usize) -> Result<Option<usize>, SyntaxError> {
                 }
             }
             b'%' if b.get(j + 1) == Some(&b'>') => return Ok(Some(j)),
-            // A sigil's contents, which may hold a quote (`~r/"/`), up to its closing delimiter.
+            // A sigil's contents, which may hold a quote (`~r/"/`), up to its closing delimiter;
+            // one never closed is left to the tokenizer to report, in the tag `%>` closes.
             b'~' if is_sigil(b, j, b.len()) => {
                 let close = sigil_close(b[j + 2]).unwrap_or(b'/');
-                j += 3;
-                while j < b.len() && b[j] != close {
-                    j += if b[j] == b'\\' { 2 } else { 1 };
+                let mut k = j + 3;
+                while k < b.len() && b[k] != close {
+                    k += if b[k] == b'\\' { 2 } else { 1 };
+                }
+                if k < b.len() {
+                    j = k;
                 }
             }
             _ => {}

@@ -53,7 +53,7 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 402
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 404
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
 //! reproducing Phoenix.HTML's) and compares the bytes; the differences left are listed below.
 //!
