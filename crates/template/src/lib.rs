@@ -53,7 +53,7 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 404
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 406
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
 //! reproducing Phoenix.HTML's) and compares the bytes; the differences left are listed below.
 //!
@@ -98,8 +98,9 @@
 //!   the regex), modifiers `i m s x u U`; `~s(...)`, `~S(...)`; `~w(a b c)` (with `s` or `a`:
 //!   `~w(a b)a` is `[:a, :b]`) and `~W`. Regex functions: `Regex.match?/run/scan/replace/split/
 //!   named_captures/source/compile!` (`run` with `capture: :first | :all_but_first`, `replace`
-//!   with `\\1`, `\\g{1}`, `\\0` in the replacement and `global: false`, `split` with `parts:` and
-//!   `trim:`), `String.replace/3,4` (`global: false` too), `String.split/2,3` and
+//!   with `\\1`, `\\g{1}`, `\\0` in the replacement and `global: false`, or a function of the
+//!   whole match and its groups returning a string or a list of strings, `split` with
+//!   `parts:` and `trim:`), `String.replace/3,4` (`global: false` too), `String.split/2,3` and
 //!   `String.match?` with a regex, `string =~ regex` and `string =~ string`; `inspect` prints
 //!   `~r/a+/i`; a regex cannot be output or interpolated, as in Phoenix. Empty matches follow
 //!   PCRE (`String.replace("abc", ~r//, "-")` is `"-a-b-c-"`). Matching is linear in the input
@@ -203,12 +204,12 @@
 //! - Not supported (a located error): functions as values outside the arguments of the
 //!   functions above, ranges outside `for`, `in` and `Enum` arguments, the `Keyword` module
 //!   beyond `Keyword.get`, a generator whose pattern binds a variable too
-//!   (`%{} = row <- @rows`), `into:` in the block `for`, big integers, sigils other than `~r`, `~s` and `~w` (and a
-//!   function as `Regex.replace`'s replacement), `with` as a
-//!   block over several tags (`<%= with ... do %>`) and guards in its clauses, `try`,
-//!   structs; functions of Phoenix.HTML other than `raw` (`link`, `content_tag`: register
-//!   them with [`EngineBuilder::function`]). A call of an unknown function is a located error
-//!   that names the nearest known function when one is close (`Enum.jion`: did you mean
+//!   (`%{} = row <- @rows`), `into:` in the block `for`, big integers, sigils other than
+//!   `~r`, `~s` and `~w`, options with `Regex.replace`'s function, `with` as a block over
+//!   several tags (`<%= with ... do %>`) and guards in its clauses, `try`, structs;
+//!   functions of Phoenix.HTML other than `raw` (`link`, `content_tag`: register them with
+//!   [`EngineBuilder::function`]). A call of an unknown function is a located error that
+//!   names the nearest known function when one is close (`Enum.jion`: did you mean
 //!   `Enum.join/2`?).
 //!
 //! ## Performance model

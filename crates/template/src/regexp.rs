@@ -1,6 +1,6 @@
 //! Compiled regular expressions, the value of `~r/.../flags`: Elixir's modifiers mapped onto the
 //! `regex` crate (linear-time matching, so no backreferences or look-around), and the match
-//! iteration Erlang's `re:run(..., [global])` does, which `Regex.scan`, `replace` and `split` share.
+//! iteration of Erlang's `re:run(..., [global])`, which `Regex.scan`, `replace` and `split` share.
 
 use std::fmt;
 

@@ -157,14 +157,19 @@ pub(crate) enum Builtin {
     MatchOp,
 }
 
+/// The arity of a function argument that may take any number of parameters: `Regex.replace`
+/// passes the whole match and as many groups as the function takes, as Elixir does.
+pub(crate) const ANY_ARITY: usize = usize::MAX;
+
 /// Where a built-in takes a function, and of how many arguments.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FunctionArg {
     /// The argument's position.
     pub(crate) position: usize,
-    /// The function's arity.
+    /// The function's arity ([`ANY_ARITY`]: whatever the function takes).
     pub(crate) arity: usize,
-    /// Whether `:asc` or `:desc` may stand there instead (`Enum.sort/2`).
+    /// Whether a value may stand there instead: `:asc` or `:desc` (`Enum.sort/2`), a
+    /// replacement string (`Regex.replace`).
     pub(crate) or_order: bool,
 }
 
@@ -395,12 +400,13 @@ impl Builtin {
             B::EnumMapJoin => (arity - 1, 1),
             B::EnumSortWith => (1, 2),
             B::EnumReduce => (2, 2),
+            B::RegexReplace => (2, ANY_ARITY),
             _ => return None,
         };
         Some(FunctionArg {
             position,
             arity: fn_arity,
-            or_order: self == B::EnumSortWith,
+            or_order: matches!(self, B::EnumSortWith | B::RegexReplace),
         })
     }
 

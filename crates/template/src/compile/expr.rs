@@ -408,7 +408,9 @@ impl Names<'_> {
                     kind: CodeKind::RangeList(Box::new(self.expr(lo)?), Box::new(self.expr(hi)?)),
                     span: a.span,
                 },
-                (ExprKind::Fn(clauses), Some(f)) if clauses[0].params.len() == f.arity => {
+                (ExprKind::Fn(clauses), Some(f))
+                    if clauses[0].params.len() == f.arity || f.arity == builtins::ANY_ARITY =>
+                {
                     self.function(clauses, a.span)?
                 }
                 (ExprKind::Fn(clauses), Some(f)) => {

@@ -31,7 +31,7 @@ pub(super) type RenderPartial = fn(
 /// Bytes of string built (by `<>`, `upcase`, ...) that cost one step of the step budget, so that
 /// a template cannot build huge strings for free. A guess: copying 64 bytes costs about as much
 /// as one op does (a few nanoseconds).
-const BYTES_PER_STEP: usize = 64;
+pub(super) const BYTES_PER_STEP: usize = 64;
 
 static NIL: Value = Value::Nil;
 
@@ -80,7 +80,7 @@ impl<'a> Eval<'a> {
         self.prog.error(kind, span, msg)
     }
 
-    fn tick(&mut self, span: Span, n: u64) -> Result<(), Error> {
+    pub(super) fn tick(&mut self, span: Span, n: u64) -> Result<(), Error> {
         match self.steps.checked_sub(n) {
             Some(left) => {
                 *self.steps = left;
@@ -420,7 +420,7 @@ impl<'a> Eval<'a> {
             }
             CodeKind::HigherOrder(b, args) => {
                 let v = self.higher_order(*b, args, c.span)?;
-                if b.selects() {
+                if b.selects() || b.charges_itself() {
                     self.charge(&v, c.span)?;
                 } else {
                     self.charge_built(&v, c.span)?;

@@ -37,6 +37,9 @@ impl<'a> Eval<'a> {
                 _ => values.push(self.eval(a)?.into_owned()),
             }
         }
+        if b == B::RegexReplace {
+            return self.regex_replace(f, values, span);
+        }
         let fail = |this: &Self, m: String| this.failed(span, m);
         let items = collections::elements(&values[0]).map_err(|m| fail(self, m))?;
         let Some(f) = f else {
@@ -341,7 +344,7 @@ impl<'a> Eval<'a> {
     /// Calls `f` with `args`: the first clause whose parameters match and whose guard holds
     /// runs its body (none: Elixir's `FunctionClauseError`). A guard that fails to evaluate
     /// counts as false, as in Elixir; running out of steps does not.
-    fn apply(&mut self, f: &'a FnCode, args: &[&Value]) -> Result<Value, Error> {
+    pub(super) fn apply(&mut self, f: &'a FnCode, args: &[&Value]) -> Result<Value, Error> {
         if let Ok(v) = self.first_clause(f, args, None)? {
             return Ok(v);
         }
