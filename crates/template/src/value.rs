@@ -525,6 +525,12 @@ fn json_type(j: &serde_json::Value) -> &'static str {
 mod tests {
     use super::*;
 
+    /// A regex is one pointer (`Arc`), so adding it left `Value` the size of a string and a tag.
+    #[test]
+    fn value_stays_a_string_and_a_tag() {
+        assert_eq!(size_of::<Value>(), size_of::<Str>() + 8);
+    }
+
     #[test]
     fn append_unique_grows_in_place_and_keeps_the_prefix() {
         let (mut s, _, grown) = Str::from(String::from("ab")).append_unique("c").unwrap();
