@@ -3,7 +3,7 @@
 
 use crate::ast::Span;
 pub(crate) use crate::span::SyntaxError;
-use crate::strlit::{RawPart, string};
+use crate::strlit::{RawPart, sigil, sigil_close, string};
 
 /// `<%=` or `<%`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,6 +213,18 @@ fn find_close(b: &[u8], from: usize) -> Result<Option<usize>, SyntaxError> {
                 }
             }
             b'%' if b.get(j + 1) == Some(&b'>') => return Ok(Some(j)),
+            // A sigil's contents, which may hold a quote (`~r/"/`), up to its closing delimiter;
+            // one never closed is left to the tokenizer to report, in the tag `%>` closes.
+            b'~' if is_sigil(b, j, b.len()) => {
+                let close = sigil_close(b[j + 2]).unwrap_or(b'/');
+                let mut k = j + 3;
+                while k < b.len() && b[k] != close {
+                    k += if b[k] == b'\\' { 2 } else { 1 };
+                }
+                if k < b.len() {
+                    j = k;
+                }
+            }
             _ => {}
         }
         j += 1;
@@ -241,6 +253,9 @@ pub(crate) enum Tok {
     Interp(Vec<Part>),
     /// `:name` or `:"name"`.
     Atom(String),
+    /// `~r/.../mods` and the other sigils: the letter, the contents (each `#{...}` tokenized)
+    /// and the modifier letters.
+    Sigil(char, Vec<Part>, String),
     /// Punctuation and operators.
     Sym(&'static str),
 }
@@ -265,11 +280,16 @@ pub(crate) struct Token {
 }
 
 /// Operators and punctuation, longest first so that `<=` wins over `<`.
-const SYMBOLS: [&str; 37] = [
-    "===", "!==", "<-", "<>", "<=", ">=", "==", "!=", "&&", "||", "..", "|>", "->", "=>", "++",
-    "//", "%{", "<", ">", "!", ".", "+", "-", "*", "/", "(", ")", "[", "]", "{", "}", ",", "=",
-    "|", "^", "&", ";",
+const SYMBOLS: [&str; 38] = [
+    "===", "!==", "<-", "<>", "<=", ">=", "==", "!=", "=~", "&&", "||", "..", "|>", "->", "=>",
+    "++", "//", "%{", "<", ">", "!", ".", "+", "-", "*", "/", "(", ")", "[", "]", "{", "}", ",",
+    "=", "|", "^", "&", ";",
 ];
+
+/// Whether a sigil starts at `i`: `~`, a letter and a delimiter Elixir allows.
+fn is_sigil(b: &[u8], i: usize, end: usize) -> bool {
+    i + 2 < end && b[i + 1].is_ascii_alphabetic() && sigil_close(b[i + 2]).is_some()
+}
 
 fn is_ident_start(c: u8) -> bool {
     c.is_ascii_lowercase() || c == b'_'
@@ -375,6 +395,10 @@ pub(crate) fn tokenize(src: &str, span: Span) -> Result<Vec<Token>, SyntaxError>
                 i += 1;
             }
             Tok::Ident(src[start..i].to_owned())
+        } else if c == b'~' && is_sigil(b, i, end) {
+            let (sig, next) = sigil(src, i, end)?;
+            i = next;
+            Tok::Sigil(sig.letter, tokenize_parts(src, sig.parts)?, sig.mods)
         } else if c == b'\'' {
             return Err(SyntaxError::new(
                 Span::new(i, i + 1),
@@ -474,6 +498,11 @@ fn number(src: &str, mut i: usize, end: usize) -> Result<(Tok, usize), SyntaxErr
 
 /// An interpolated string's token: each `#{...}` tokenized.
 fn interp(src: &str, parts: Vec<RawPart>) -> Result<Tok, SyntaxError> {
+    Ok(Tok::Interp(tokenize_parts(src, parts)?))
+}
+
+/// A string's or a sigil's parts with each `#{...}` tokenized.
+fn tokenize_parts(src: &str, parts: Vec<RawPart>) -> Result<Vec<Part>, SyntaxError> {
     let mut out = Vec::with_capacity(parts.len());
     for p in parts {
         out.push(match p {
@@ -481,7 +510,7 @@ fn interp(src: &str, parts: Vec<RawPart>) -> Result<Tok, SyntaxError> {
             RawPart::Code(span) => Part::Code(tokenize(src, span)?, span),
         });
     }
-    Ok(Tok::Interp(out))
+    Ok(out)
 }
 
 #[cfg(test)]

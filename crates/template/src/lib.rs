@@ -53,7 +53,7 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 512
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 547
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
 //! reproducing Phoenix.HTML's) and compares the bytes, each also with `trim: true`; the
 //! differences left are listed below.
@@ -95,6 +95,21 @@
 //!   in Elixir: `opts[:class]` and `Keyword.get(opts, :class, default)` read them, and a
 //!   built-in taking options takes them as a list too: `:erlang.float_to_binary(x, opts)`),
 //!   tuples `{a, b}`, maps `%{"k" => v, k: v}`.
+//! - **Sigils**: `~r/pattern/mods` (also `~r{...}`, `~r(...)`, `~r[...]`, `~r"..."`, `~r|...|`,
+//!   `~r<...>`, `~r'...'` and `~R`), a [`Regex`] value, compiled when the template is (a bad
+//!   pattern is a located compile error; one with `#{...}` compiles at render time, charged),
+//!   escapes as Elixir reads them (`\/` for the delimiter, `\n` and `\t` decoded, `\d` left to
+//!   the regex), modifiers `i m s x u U`; `~s(...)`, `~S(...)`; `~w(a b c)` (with `s` or `a`:
+//!   `~w(a b)a` is `[:a, :b]`) and `~W`. Regex functions: `Regex.match?/run/scan/replace/split/
+//!   named_captures/source/compile!` (`run` with `capture: :first | :all_but_first`, `replace`
+//!   with `\\1`, `\\g{1}`, `\\0` in the replacement and `global: false`, or a function of the
+//!   whole match and its groups returning a string or a list of strings, `split` with
+//!   `parts:` and `trim:`), `String.replace/3,4` (`global: false` too), `String.split/2,3` and
+//!   `String.match?` with a regex, `string =~ regex` and `string =~ string`; `inspect` prints
+//!   `~r/a+/i`; a regex cannot be output or interpolated, as in Phoenix. Empty matches follow
+//!   PCRE (`String.replace("abc", ~r//, "-")` is `"-a-b-c-"`). Matching is linear in the input
+//!   (the `regex` crate); each call costs a step per 64 bytes of input scanned, its results are
+//!   charged to the memory budget, and a pattern's compiled form is held to 1 MiB.
 //! - **Operators**: `a.key` (a missing key is an error), `a[:key]` / `a["key"]` (missing is
 //!   `nil`), `+ - * /` (`/` always gives a float), `== != === !==` (`1 == 1.0`, `1 !== 1.0`),
 //!   `< <= > >=`, strict `and or not`, truthy `&& || !`, `<>`, `++`, `in` / `not in` (a list,
@@ -195,14 +210,21 @@
 //!   render asks for its assigns by name ([`Engine::render_with`]), so none enumerates them.
 //!   Passing `assigns` on to partials works as in Phoenix; `Map.keys(assigns)` or
 //!   `inspect(assigns)` show only those names.
+//! - **Regexes match in linear time** (the `regex` crate), so PCRE's backreferences (`\1` in
+//!   the pattern) and look-around (`(?=`, `(?<!`) are a located compile error; so is the `f`
+//!   (firstline) modifier. Patterns always match code points (as with `u`): without `u`, Elixir
+//!   matches bytes and its `\w`, `\d`, `\b` and `i` see ASCII only, so results differ on
+//!   non-ASCII text. After an empty match PCRE first retries a non-empty one at the same place,
+//!   which the crate cannot ask for: a pattern matching both there (`~r/a*?/`) may differ.
 //! - Not supported (a located error): functions as values outside the arguments of the
 //!   functions above, ranges outside `for`, `in` and `Enum` arguments, `Keyword` functions
 //!   other than those above, `Map.from_struct`, a generator whose pattern binds a variable too
-//!   (`%{} = row <- @rows`), `into:` in the block `for`, big integers, sigils, `with` as a
-//!   block over several tags (`<%= with ... do %>`) and guards in its clauses, `try`,
-//!   structs; functions of Phoenix.HTML other than `raw` (`link`, `content_tag`: register
-//!   them with [`EngineBuilder::function`]). A call of an unknown function is a located error
-//!   that names the nearest known function when one is close (`Enum.jion`: did you mean
+//!   (`%{} = row <- @rows`), `into:` in the block `for`, big integers, sigils other than
+//!   `~r`, `~s` and `~w`, options with `Regex.replace`'s function, `with` as a block over
+//!   several tags (`<%= with ... do %>`) and guards in its clauses, `try`, structs;
+//!   functions of Phoenix.HTML other than `raw` (`link`, `content_tag`: register them with
+//!   [`EngineBuilder::function`]). A call of an unknown function is a located error that
+//!   names the nearest known function when one is close (`Enum.jion`: did you mean
 //!   `Enum.join/2`?).
 //!
 //! ## Performance model
@@ -260,6 +282,7 @@ mod lexer;
 mod ops;
 mod parser;
 mod program;
+mod regexp;
 mod scalar;
 #[allow(missing_docs)]
 mod span;
@@ -284,4 +307,5 @@ pub use engine::{
 };
 pub use error::{Error, ErrorKind, Location};
 pub use function::{FromValue, IntoFunction, IntoResult};
+pub use regexp::Regex;
 pub use value::{Assigns, Map, Str, Value};

@@ -21,6 +21,9 @@ pub(crate) fn equal(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// Outputting a regex: Phoenix.HTML.Safe (and String.Chars) are not implemented for Regex.
+pub(crate) const REGEX_OUTPUT: &str = "cannot output a regex (Phoenix.HTML.Safe is not implemented for Regex; use `inspect` or `Regex.source`)";
+
 /// `to_string/1` and `"#{...}"`: Elixir's `String.Chars`. Lists are chardata (strings and code
 /// points); maps, tuples and safe HTML have no string form.
 pub(crate) fn to_text(v: &Value, out: &mut Vec<u8>) -> Result<(), String> {
@@ -50,7 +53,7 @@ pub(crate) fn to_text(v: &Value, out: &mut Vec<u8>) -> Result<(), String> {
                 }
             }
         }
-        Value::Map(_) | Value::Tuple(_) | Value::Safe(_) => {
+        Value::Map(_) | Value::Tuple(_) | Value::Safe(_) | Value::Regex(_) => {
             return Err(format!("cannot convert {} to a string", describe(v)));
         }
     }

@@ -7,7 +7,7 @@ use crate::value::Value;
 /// time); lists and maps write nothing.
 pub(crate) fn write_scalar(v: &Value, escape: bool, buf: &mut Vec<u8>) {
     match v {
-        Value::Nil | Value::List(_) | Value::Map(_) | Value::Tuple(_) => {}
+        Value::Nil | Value::List(_) | Value::Map(_) | Value::Tuple(_) | Value::Regex(_) => {}
         Value::Bool(b) => buf.extend_from_slice(if *b { b"true" } else { b"false" }),
         Value::Int(i) => buf.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes()),
         Value::Float(x) => write_float(*x, buf),

@@ -156,6 +156,120 @@ fn escape(src: &str, j: usize, end: usize, out: &mut String) -> Result<usize, Sy
     }
 }
 
+/// A sigil's contents (`~r/a+/i`, `~w(a b)`), read by Elixir's rules for the letter.
+#[derive(Debug)]
+pub(crate) struct Sigil {
+    /// The sigil's letter (`r`, `s`, `w`, `S`...).
+    pub(crate) letter: char,
+    /// The contents; for a lowercase letter with each `#{...}` apart and escapes decoded.
+    pub(crate) parts: Vec<RawPart>,
+    /// The modifier letters after the closing delimiter.
+    pub(crate) mods: String,
+}
+
+/// The closing delimiter of a sigil opened with `open`, if Elixir allows `open` there.
+pub(crate) fn sigil_close(open: u8) -> Option<u8> {
+    Some(match open {
+        b'(' => b')',
+        b'[' => b']',
+        b'{' => b'}',
+        b'<' => b'>',
+        b'/' | b'|' | b'"' | b'\'' => open,
+        _ => return None,
+    })
+}
+
+/// Lexes the sigil whose `~` is at `i` (a letter and an opening delimiter follow: the caller
+/// checked with [`sigil_close`]); returns it and the offset after its modifiers. Inside, an
+/// escaped closing delimiter stands for itself and a backslash before a line break joins the
+/// lines; a lowercase letter also interpolates `#{...}` and decodes escapes: `~r` only `\f \n
+/// \r \t \v \a` (the regex engine reads the others, so `\d` stays `\d`), the others all of
+/// a string's.
+pub(crate) fn sigil(src: &str, i: usize, end: usize) -> Result<(Sigil, usize), SyntaxError> {
+    let b = src.as_bytes();
+    let letter = char::from(b[i + 1]);
+    let close = sigil_close(b[i + 2]).unwrap_or(b'/');
+    let lower = letter.is_ascii_lowercase();
+    let mut parts = Vec::new();
+    let mut text = String::new();
+    let mut j = i + 3;
+    loop {
+        if j >= end {
+            return Err(SyntaxError::new(
+                Span::new(i, i + 3),
+                format!("unterminated sigil: no closing `{}`", char::from(close)),
+            ));
+        }
+        let c = b[j];
+        if c == close {
+            break;
+        }
+        match c {
+            b'\\' if b.get(j + 1) == Some(&close) && j + 1 < end => {
+                text.push(char::from(close));
+                j += 2;
+            }
+            b'\\' if b.get(j + 1) == Some(&b'\n') && j + 1 < end => j += 2,
+            b'#' if lower && b.get(j + 1) == Some(&b'{') && j + 1 < end => {
+                let stop = interpolation_end(src, j + 2, end, 1)?;
+                if !text.is_empty() {
+                    parts.push(RawPart::Lit(std::mem::take(&mut text)));
+                }
+                parts.push(RawPart::Code(Span::new(j + 2, stop)));
+                j = stop + 1;
+            }
+            b'\\' if lower && letter != 'r' => j = escape(src, j, end, &mut text)?,
+            b'\\' if lower => {
+                let decoded = match b.get(j + 1).filter(|_| j + 1 < end) {
+                    Some(b'f') => Some('\x0c'),
+                    Some(b'n') => Some('\n'),
+                    Some(b'r') => Some('\r'),
+                    Some(b't') => Some('\t'),
+                    Some(b'v') => Some('\x0b'),
+                    Some(b'a') => Some('\x07'),
+                    _ => None,
+                };
+                match decoded {
+                    Some(d) => {
+                        text.push(d);
+                        j += 2;
+                    }
+                    None => {
+                        // The backslash and what it escapes, both as written.
+                        text.push('\\');
+                        j += 1;
+                        if let Some(ch) = src[j..end].chars().next() {
+                            text.push(ch);
+                            j += ch.len_utf8();
+                        }
+                    }
+                }
+            }
+            _ => {
+                let ch = src[j..].chars().next().unwrap_or('\u{fffd}');
+                text.push(ch);
+                j += ch.len_utf8();
+            }
+        }
+    }
+    if !text.is_empty() || parts.is_empty() {
+        parts.push(RawPart::Lit(text));
+    }
+    let mut k = j + 1;
+    while k < end && b[k].is_ascii_alphabetic() {
+        k += 1;
+    }
+    let mods = src[j + 1..k].to_owned();
+    Ok((
+        Sigil {
+            letter,
+            parts,
+            mods,
+        },
+        k,
+    ))
+}
+
 /// The offset of the `}` closing an interpolation whose code starts at `from` (`depth`
 /// interpolations deep), skipping nested braces and strings.
 fn interpolation_end(
@@ -206,6 +320,32 @@ mod tests {
         for bad in [r#""\xE9""#, r#""\u00""#, r#""\u{110000}""#, r#""\x4""#] {
             assert!(string(bad, 0, bad.len()).is_err(), "{bad}");
         }
+    }
+
+    fn sigil_lit(s: &str) -> (String, String) {
+        let (sig, next) = sigil(s, 0, s.len()).unwrap();
+        assert_eq!(next, s.len());
+        match sig.parts.as_slice() {
+            [RawPart::Lit(t)] => (t.clone(), sig.mods),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn sigils_escape_as_elixir() {
+        assert_eq!(
+            sigil_lit(r"~r/a\/b\d\n/iu"),
+            ("a/b\\d\n".into(), "iu".into())
+        );
+        assert_eq!(sigil_lit(r"~r{a\}b\\}"), ("a}b\\\\".into(), "".into()));
+        assert_eq!(sigil_lit("~r/a\\\nb/"), ("ab".into(), "".into()));
+        assert_eq!(sigil_lit(r"~s(a\)b\x41)"), ("a)bA".into(), "".into()));
+        assert_eq!(sigil_lit(r"~S(f\(\)x)"), ("f\\()x".into(), "".into()));
+        assert_eq!(sigil_lit(r"~r/\#{a}/"), ("\\#{a}".into(), "".into()));
+        let s = r#"~r/a#{x}b/"#;
+        let (sig, _) = sigil(s, 0, s.len()).unwrap();
+        assert_eq!(sig.parts.len(), 3);
+        assert!(sigil("~r/abc", 0, 6).is_err());
     }
 
     #[test]

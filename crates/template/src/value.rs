@@ -199,6 +199,8 @@ pub enum Value {
     Map(Arc<Map>),
     /// Already-escaped HTML (what `raw(...)` and `@inner_content` hold): rendered as is.
     Safe(Arc<IoList>),
+    /// A compiled regular expression (`~r/.../i`); it cannot be output, as in Phoenix.
+    Regex(Arc<crate::regexp::Regex>),
 }
 
 impl Value {
@@ -247,6 +249,7 @@ impl Value {
             Value::List(_) => "list",
             Value::Map(_) => "map",
             Value::Safe(_) => "safe html",
+            Value::Regex(_) => "regex",
         }
     }
 }
@@ -270,6 +273,7 @@ impl fmt::Debug for Value {
             Value::List(l) => f.debug_list().entries(l.iter()).finish(),
             Value::Map(m) => f.debug_map().entries(m.iter()).finish(),
             Value::Safe(h) => write!(f, "{{:safe, {} bytes}}", h.len()),
+            Value::Regex(r) => write!(f, "{r:?}"),
         }
     }
 }
@@ -520,6 +524,12 @@ fn json_type(j: &serde_json::Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A regex is one pointer (`Arc`), so adding it left `Value` the size of a string and a tag.
+    #[test]
+    fn value_stays_a_string_and_a_tag() {
+        assert_eq!(size_of::<Value>(), size_of::<Str>() + 8);
+    }
 
     #[test]
     fn append_unique_grows_in_place_and_keeps_the_prefix() {

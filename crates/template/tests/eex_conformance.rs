@@ -40,6 +40,10 @@ use galleon_template::{Assigns, Engine};
 /// the crate docs under "Differences from EEx").
 const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
     (
+        "regex_backreference",
+        "regexes match in linear time (the `regex` crate): a backreference or look-around is a located error, where PCRE supports them",
+    ),
+    (
         "group_by_integer_keys",
         "maps have string keys: `Enum.group_by`/`frequencies` keys must be strings or atoms",
     ),

@@ -33,6 +33,8 @@ pub(crate) fn compare(a: &Value, b: &Value) -> Result<Ordering, Failure> {
             Value::List(_) => 4,
             Value::Str(_) => 5,
             Value::Safe(_) => 6,
+            // A struct: a map in Erlang's order, after the others galleon has.
+            Value::Regex(_) => 7,
         }
     }
     Ok(match (a, b) {

@@ -62,6 +62,7 @@ impl Printer {
             Value::Float(x) => self.out.push_str(&float(*x)),
             Value::Str(s) => self.string(&s.bytes()[..], limit),
             Value::Atom(a) => atom(a.as_str(), &mut self.out),
+            Value::Regex(r) => regex(r, &mut self.out),
             // The pair `{:safe, iodata}` it is in Phoenix, cut as a tuple is.
             Value::Safe(html) => match limit {
                 0 => self.out.push_str("{...}"),
@@ -223,6 +224,38 @@ fn escape(c: char, quote: char, next: Option<char>, out: &mut String) {
         }
         c => out.push(c),
     }
+}
+
+/// A regex as Elixir 1.14's `Inspect.Regex` prints it: `~r/source/opts`, `/` escaped (an
+/// escaped pair `\\c` kept as written), `#{` as `\\#{`, control characters as `\\n` or `\\xHH`.
+fn regex(r: &crate::regexp::Regex, out: &mut String) {
+    out.push_str("~r/");
+    let mut chars = r.source().chars().peekable();
+    while let Some(c) = chars.next() {
+        let next = chars.peek().copied();
+        match c {
+            '\\' => {
+                out.push('\\');
+                if let Some(n) = next.filter(|&n| n != '#') {
+                    out.push(n);
+                    chars.next();
+                }
+            }
+            '#' if next == Some('{') => out.push_str("\\#"),
+            '/' => out.push_str("\\/"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{0b}' => out.push_str("\\v"),
+            '\u{0c}' => out.push_str("\\f"),
+            '\u{07}' => out.push_str("\\a"),
+            c if printable(c) && !c.is_ascii_control() => out.push(c),
+            c if (c as u32) < 0x100 => out.push_str(&format!("\\x{:02X}", c as u32)),
+            c => out.push_str(&format!("\\x{{{:X}}}", c as u32)),
+        }
+    }
+    out.push('/');
+    out.push_str(r.opts());
 }
 
 /// Elixir's `String.printable?/1` for one character.

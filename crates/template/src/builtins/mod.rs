@@ -3,11 +3,14 @@
 //! time ([`lookup`]) and run on evaluated arguments ([`call`]). Pure functions of values: they
 //! know nothing of frames or output.
 
+pub(crate) use re::scanned;
+
 pub(crate) mod collections;
 mod floats;
 mod inspect;
 mod integer;
 pub(crate) mod maps;
+mod re;
 mod text;
 mod titlecase;
 
@@ -161,16 +164,33 @@ pub(crate) enum Builtin {
     KeywordHasKey,
     KeywordFetch,
     KeywordKeys,
+    /// `Regex.compile!/1,2`, what `~r/.../` compiles to (run at compile time when literal).
+    RegexCompile,
+    RegexMatch,
+    RegexRun,
+    RegexScan,
+    RegexReplace,
+    RegexSplit,
+    RegexNamedCaptures,
+    RegexSource,
+    StringMatch,
+    /// `string =~ regex` and `string =~ string`.
+    MatchOp,
 }
+
+/// The arity of a function argument that may take any number of parameters: `Regex.replace`
+/// passes the whole match and as many groups as the function takes, as Elixir does.
+pub(crate) const ANY_ARITY: usize = usize::MAX;
 
 /// Where a built-in takes a function, and of how many arguments.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FunctionArg {
     /// The argument's position.
     pub(crate) position: usize,
-    /// The function's arity.
+    /// The function's arity ([`ANY_ARITY`]: whatever the function takes).
     pub(crate) arity: usize,
-    /// Whether `:asc` or `:desc` may stand there instead (`Enum.sort/2`).
+    /// Whether a value may stand there instead: `:asc` or `:desc` (`Enum.sort/2`), a
+    /// replacement string (`Regex.replace`).
     pub(crate) or_order: bool,
 }
 
@@ -236,7 +256,7 @@ const TABLE: &[(&str, &[usize], Builtin)] = &[
     ("String.trim_leading", &[1, 2], Builtin::StringTrimLeading),
     ("String.trim_trailing", &[1, 2], Builtin::StringTrimTrailing),
     ("String.split", &[1, 2, 3], Builtin::StringSplit),
-    ("String.replace", &[3], Builtin::StringReplace),
+    ("String.replace", &[3, 4], Builtin::StringReplace),
     ("String.contains?", &[2], Builtin::StringContains),
     ("String.starts_with?", &[2], Builtin::StringStartsWith),
     ("String.ends_with?", &[2], Builtin::StringEndsWith),
@@ -311,6 +331,16 @@ const TABLE: &[(&str, &[usize], Builtin)] = &[
     ("Keyword.has_key?", &[2], Builtin::KeywordHasKey),
     ("Keyword.fetch", &[2], Builtin::KeywordFetch),
     ("Keyword.keys", &[1], Builtin::KeywordKeys),
+    ("Regex.compile!", &[1, 2], Builtin::RegexCompile),
+    ("Regex.match?", &[2], Builtin::RegexMatch),
+    ("Regex.run", &[2, 3], Builtin::RegexRun),
+    ("Regex.scan", &[2], Builtin::RegexScan),
+    ("Regex.replace", &[3, 4], Builtin::RegexReplace),
+    ("Regex.split", &[2, 3], Builtin::RegexSplit),
+    ("Regex.named_captures", &[2], Builtin::RegexNamedCaptures),
+    ("Regex.source", &[1], Builtin::RegexSource),
+    ("String.match?", &[2], Builtin::StringMatch),
+    ("=~", &[2], Builtin::MatchOp),
 ];
 
 /// The built-in called `name` with `arity` arguments.
@@ -373,6 +403,7 @@ impl Builtin {
                 | B::StringPadLeading
                 | B::StringPadTrailing
                 | B::StringReplace
+                | B::RegexReplace
                 | B::Inspect
                 | B::RangeStep
                 | B::EnumChunkEvery
@@ -407,19 +438,28 @@ impl Builtin {
             B::EnumMapJoin | B::EnumFind => (arity - 1, 1),
             B::EnumSortWith => (1, 2),
             B::EnumReduce => (2, 2),
+            B::RegexReplace => (2, ANY_ARITY),
             _ => return None,
         };
         Some(FunctionArg {
             position,
             arity: fn_arity,
-            or_order: self == B::EnumSortWith,
+            or_order: matches!(self, B::EnumSortWith | B::RegexReplace),
         })
     }
 
     /// Whether the last argument may be written as keyword options (`String.split(s, ",",
     /// trim: true)`): the compiler passes them as a keyword list, as Elixir does.
     pub(crate) fn takes_options(self) -> bool {
-        matches!(self, Builtin::StringSplit | Builtin::FloatToBinary)
+        matches!(
+            self,
+            Builtin::StringSplit
+                | Builtin::FloatToBinary
+                | Builtin::StringReplace
+                | Builtin::RegexRun
+                | Builtin::RegexReplace
+                | Builtin::RegexSplit
+        )
     }
 
     /// Whether the second argument is a range the compiler passes as its two bounds
@@ -443,6 +483,9 @@ pub(crate) type Failure = String;
 /// Runs `b` on `args` (as many as [`lookup`] allowed).
 pub(crate) fn call(b: Builtin, args: Vec<Value>) -> Result<Value, Failure> {
     use Builtin as B;
+    if re::handles(b, &args) {
+        return re::call(b, args);
+    }
     let mut args = args.into_iter();
     let mut arg = || args.next().unwrap_or_default();
     let a = arg();

@@ -251,6 +251,11 @@ impl Names<'_> {
         if name == "raw" || name == "Phoenix.HTML.raw" {
             return self.raw(name, args, span);
         }
+        if name == "Regex.compile!"
+            && let Some(v) = literal_regex(args)?
+        {
+            return Ok(CodeKind::Lit(v));
+        }
         // Registered functions come first: an application may shadow a built-in.
         if let Some(i) = self
             .functions
@@ -405,7 +410,9 @@ impl Names<'_> {
                     kind: CodeKind::RangeList(Box::new(self.expr(lo)?), Box::new(self.expr(hi)?)),
                     span: a.span,
                 },
-                (ExprKind::Fn(clauses), Some(f)) if clauses[0].params.len() == f.arity => {
+                (ExprKind::Fn(clauses), Some(f))
+                    if clauses[0].params.len() == f.arity || f.arity == builtins::ANY_ARITY =>
+                {
                     self.function(clauses, a.span)?
                 }
                 (ExprKind::Fn(clauses), Some(f)) => {
@@ -613,4 +620,25 @@ pub(crate) fn resolve(from: &str, rel: &str) -> Option<String> {
         return None;
     }
     Some(parts.join("/"))
+}
+
+/// `Regex.compile!` (what `~r/.../` is) of literal strings, compiled now: a bad pattern is a
+/// located compile error, as in Elixir, where the sigil compiles when the template does.
+fn literal_regex(args: &[Expr]) -> Result<Option<Value>, SyntaxError> {
+    let text = |e: &Expr| match &e.kind {
+        ExprKind::Lit(Value::Str(s)) => Some(s.as_str().to_owned()),
+        _ => None,
+    };
+    let (source, opts) = match args {
+        [s] => (text(s), Some(String::new())),
+        [s, o] => (text(s), text(o)),
+        _ => (None, None),
+    };
+    let (Some(source), Some(opts)) = (source, opts) else {
+        return Ok(None);
+    };
+    match crate::regexp::Regex::compile(&source, &opts) {
+        Ok(r) => Ok(Some(Value::Regex(std::sync::Arc::new(r)))),
+        Err(m) => Err(SyntaxError::new(args[0].span, m)),
+    }
 }

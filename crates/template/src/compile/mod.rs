@@ -192,7 +192,10 @@ impl Compiler<'_> {
         match code.kind {
             // Constant output is static text: `<%= "" %>` costs nothing at all.
             CodeKind::Lit(ref v)
-                if !matches!(v, Value::List(_) | Value::Map(_) | Value::Tuple(_)) =>
+                if !matches!(
+                    v,
+                    Value::List(_) | Value::Map(_) | Value::Tuple(_) | Value::Regex(_)
+                ) =>
             {
                 write_scalar(v, escape, &mut self.pending);
             }

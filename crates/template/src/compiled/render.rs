@@ -312,6 +312,12 @@ fn emit(out: &mut Out, v: &Value, escape: bool) -> Result<(), Error> {
                 ),
             ));
         }
+        Value::Regex(_) => {
+            return Err(Error::new(
+                ErrorKind::TypeMismatch,
+                crate::ops::REGEX_OUTPUT,
+            ));
+        }
     }
     Ok(())
 }

@@ -31,6 +31,8 @@ enum Infix {
     Step,
     Pipe,
     NotIn,
+    /// `=~`: a call of the built-in `=~`.
+    Match,
 }
 
 /// Binding power of an infix operator: (left, right); right = left + 1 is left-associative.
@@ -46,6 +48,7 @@ fn infix(tok: &Tok, next: Option<&Tok>) -> Option<(u8, u8, Infix, usize)> {
         Tok::Sym("!=") => (3, false, Infix::Bin(BinOp::Ne), 1),
         Tok::Sym("===") => (3, false, Infix::Bin(BinOp::StrictEq), 1),
         Tok::Sym("!==") => (3, false, Infix::Bin(BinOp::StrictNe), 1),
+        Tok::Sym("=~") => (3, false, Infix::Match, 1),
         Tok::Sym("<") => (4, false, Infix::Bin(BinOp::Lt), 1),
         Tok::Sym("<=") => (4, false, Infix::Bin(BinOp::Le), 1),
         Tok::Sym(">") => (4, false, Infix::Bin(BinOp::Gt), 1),
@@ -105,6 +108,12 @@ fn combine(op: Infix, op_span: Span, lhs: Expr, rhs: Expr) -> Result<Expr, Synta
                     span: rhs.span,
                 }),
             ),
+        },
+        Infix::Match => ExprKind::Call {
+            name: "=~".to_owned(),
+            name_span: op_span,
+            args: vec![lhs, rhs],
+            kwargs: Vec::new(),
         },
         Infix::Step => ExprKind::Call {
             name: STEP.to_owned(),
@@ -292,7 +301,9 @@ impl Parser {
             lhs_height = match op {
                 Infix::NotIn => 2 + lhs_height.max(rhs_height),
                 Infix::Pipe => rhs_height.max(1 + lhs_height),
-                Infix::Bin(_) | Infix::Range | Infix::Step => 1 + lhs_height.max(rhs_height),
+                Infix::Bin(_) | Infix::Range | Infix::Step | Infix::Match => {
+                    1 + lhs_height.max(rhs_height)
+                }
             };
             if lhs_height > MAX_NESTING {
                 return Err(too_deep(op_span, "expression"));
@@ -378,6 +389,7 @@ impl Parser {
             Tok::Sym("%{") => self.map(span),
             Tok::Sym("&") => self.capture(span),
             Tok::Interp(parts) => self.interpolation(parts, span),
+            Tok::Sigil(letter, parts, mods) => self.sigil(letter, parts, &mods, span),
             Tok::Alias(module) => self.remote_call(module, span),
             Tok::Atom(a) => self.atom(a, span),
             Tok::Ident(w) => self.word(w, span),
@@ -506,7 +518,7 @@ impl Parser {
             )),
             Tok::Sym(s) => Err(SyntaxError::new(span, format!("unexpected `{s}`"))),
             // Dispatched by `primary`.
-            Tok::Ident(_) | Tok::Alias(_) | Tok::Atom(_) | Tok::Interp(_) => {
+            Tok::Ident(_) | Tok::Alias(_) | Tok::Atom(_) | Tok::Interp(_) | Tok::Sigil(..) => {
                 Err(SyntaxError::new(span, "unexpected token"))
             }
         }
@@ -551,7 +563,11 @@ impl Parser {
     }
 
     /// `"a #{b} c"`: each `#{...}` parsed on its own tokens.
-    fn interpolation(&mut self, parts: Vec<Part>, span: Span) -> Result<Expr, SyntaxError> {
+    pub(super) fn interpolation(
+        &mut self,
+        parts: Vec<Part>,
+        span: Span,
+    ) -> Result<Expr, SyntaxError> {
         let mut out = Vec::with_capacity(parts.len());
         for part in parts {
             match part {
@@ -617,6 +633,7 @@ impl Parser {
                 | Tok::Float(_)
                 | Tok::Str(_)
                 | Tok::Interp(_)
+                | Tok::Sigil(..)
                 | Tok::Atom(_)
                 | Tok::Assign(_)
                 | Tok::Alias(_)

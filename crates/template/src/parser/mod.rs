@@ -10,6 +10,7 @@ mod expr;
 mod height;
 mod lambda;
 mod pattern;
+mod sigil;
 
 use crate::ast::{Clause, Expr, ExprKind, Node, Pattern, Qualifier, Span};
 use crate::lexer::{Piece, SyntaxError, TagKind, Tok, Token, split, tokenize};

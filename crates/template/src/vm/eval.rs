@@ -31,7 +31,7 @@ pub(super) type RenderPartial = fn(
 /// Bytes of string built (by `<>`, `upcase`, ...) that cost one step of the step budget, so that
 /// a template cannot build huge strings for free. A guess: copying 64 bytes costs about as much
 /// as one op does (a few nanoseconds).
-const BYTES_PER_STEP: usize = 64;
+pub(super) const BYTES_PER_STEP: usize = 64;
 
 static NIL: Value = Value::Nil;
 
@@ -80,7 +80,7 @@ impl<'a> Eval<'a> {
         self.prog.error(kind, span, msg)
     }
 
-    fn tick(&mut self, span: Span, n: u64) -> Result<(), Error> {
+    pub(super) fn tick(&mut self, span: Span, n: u64) -> Result<(), Error> {
         match self.steps.checked_sub(n) {
             Some(left) => {
                 *self.steps = left;
@@ -439,7 +439,7 @@ impl<'a> Eval<'a> {
             }
             CodeKind::HigherOrder(b, args) => {
                 let v = self.higher_order(*b, args, c.span)?;
-                if b.selects() {
+                if b.selects() || b.charges_itself() {
                     self.charge(&v, c.span)?;
                 } else {
                     self.charge_built(&v, c.span)?;
@@ -475,6 +475,9 @@ impl<'a> Eval<'a> {
                 // its arguments (`hd`, `Map.get`) was not built, and one charged before it was
                 // built (`String.duplicate`) is not charged again.
                 let first = values.first().and_then(identity);
+                // A regex function's input is scanned whatever it returns: charged first.
+                let scanned = builtins::scanned(*b, &values) / BYTES_PER_STEP;
+                self.tick(c.span, scanned as u64)?;
                 let v = builtins::call(*b, values).map_err(|m| self.failed(c.span, m))?;
                 if b.selects() || b.charges_itself() || (first.is_some() && identity(&v) == first) {
                     self.charge(&v, c.span)?;

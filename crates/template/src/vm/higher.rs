@@ -37,6 +37,9 @@ impl<'a> Eval<'a> {
                 _ => values.push(self.eval(a)?.into_owned()),
             }
         }
+        if b == B::RegexReplace {
+            return self.regex_replace(f, values, span);
+        }
         let fail = |this: &Self, m: String| this.failed(span, m);
         if let (B::MapUpdate, Some(f)) = (b, f) {
             return self.map_update(values, f, span);
@@ -345,7 +348,7 @@ impl<'a> Eval<'a> {
     /// Calls `f` with `args`: the first clause whose parameters match and whose guard holds
     /// runs its body (none: Elixir's `FunctionClauseError`). A guard that fails to evaluate
     /// counts as false, as in Elixir; running out of steps does not.
-    fn apply(&mut self, f: &'a FnCode, args: &[&Value]) -> Result<Value, Error> {
+    pub(super) fn apply(&mut self, f: &'a FnCode, args: &[&Value]) -> Result<Value, Error> {
         if let Ok(v) = self.first_clause(f, args, None)? {
             return Ok(v);
         }

@@ -9,6 +9,7 @@ mod higher;
 mod out;
 mod pattern;
 mod plain;
+mod replace;
 mod straight;
 
 use std::sync::Arc;

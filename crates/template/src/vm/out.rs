@@ -515,6 +515,7 @@ fn emit_other(out: &mut Out<'_>, v: &Value, escape: bool) -> Result<(), String> 
                 v.type_name()
             ));
         }
+        Value::Regex(_) => return Err(crate::ops::REGEX_OUTPUT.to_owned()),
     }
     Ok(())
 }
