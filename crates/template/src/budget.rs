@@ -125,18 +125,21 @@ pub(crate) struct Exceeded;
 pub(crate) fn shallow_size(v: &Value) -> usize {
     match v {
         Value::Str(s) | Value::Atom(s) => s.len(),
-        Value::List(l) | Value::Tuple(l) => l.len().saturating_mul(ELEMENT_BYTES),
+        Value::List(l) => l.len().saturating_mul(ELEMENT_BYTES),
+        Value::Tuple(t) => t.len().saturating_mul(ELEMENT_BYTES),
         Value::Map(m) => m.len().saturating_mul(MAP_ENTRY_BYTES),
         Value::Safe(h) => h.len(),
         _ => 0,
     }
 }
 
-/// The heap address of a value's outer layer, if it has one: the identity [`Depth`] remembers.
-fn address(v: &Value) -> Option<usize> {
+/// The heap address of a value's outer layer and its length, if it has one: the identity
+/// [`Depth`] remembers (lists of different lengths may share a buffer, see [`crate::List`]).
+fn address(v: &Value) -> Option<(usize, usize)> {
     match v {
-        Value::List(l) | Value::Tuple(l) => Some(l.as_ptr() as usize),
-        Value::Map(m) => Some(std::sync::Arc::as_ptr(m) as usize),
+        Value::List(l) => Some((l.address(), l.len())),
+        Value::Tuple(t) => Some((t.as_ptr() as usize, t.len())),
+        Value::Map(m) => Some((std::sync::Arc::as_ptr(m) as usize, 0)),
         _ => None,
     }
 }
@@ -147,15 +150,20 @@ fn address(v: &Value) -> Option<usize> {
 /// element, as the copy did; a container shared within the value is walked once). The
 /// addresses stay valid because the accumulator they were read from is kept alive by the
 /// caller while the next one is measured, and the memory is replaced with each measure's own.
+/// A list extended in place (`acc ++ [x]`, see [`crate::List`]) shares its buffer with the
+/// previous accumulator, whose elements it starts with: when the caller shows that accumulator
+/// still alive (the parameter holding it), only the new elements are walked.
 /// Iterative (an explicit stack, at most `limit` deep): measuring needs no thread stack.
 #[derive(Default)]
 pub(crate) struct Depth {
-    known: HashMap<usize, usize>,
+    known: HashMap<(usize, usize), usize>,
+    /// The last list measured: its buffer's address, length and height.
+    last_list: Option<(usize, usize, usize)>,
 }
 
 /// A container being walked: its address, height so far and the children left.
 struct Walk<'v> {
-    address: usize,
+    address: (usize, usize),
     height: usize,
     children: Children<'v>,
 }
@@ -169,7 +177,8 @@ impl<'v> Children<'v> {
     fn of(v: &'v Value) -> Children<'v> {
         match v {
             Value::Map(m) => Children::Values(m.values()),
-            Value::List(l) | Value::Tuple(l) => Children::Items(l.iter()),
+            Value::List(l) => Children::Items(l.iter()),
+            Value::Tuple(t) => Children::Items(t.iter()),
             _ => Children::Items([].iter()),
         }
     }
@@ -183,16 +192,37 @@ impl<'v> Children<'v> {
 }
 
 impl Depth {
-    /// True when `v` nests deeper than `limit` containers (`[[1]]` is 2 deep).
-    pub(crate) fn exceeds(&mut self, v: &Value, limit: usize) -> bool {
-        let mut seen: HashMap<usize, usize> = HashMap::new();
-        let over = self.walk(v, limit, &mut seen).is_none();
-        self.known = if over { HashMap::new() } else { seen };
-        over
+    /// True when `v` nests deeper than `limit` containers (`[[1]]` is 2 deep). `held` is what
+    /// the parameter bound to the previous accumulator holds now, if anything.
+    pub(crate) fn exceeds(&mut self, v: &Value, limit: usize, held: Option<&Value>) -> bool {
+        let mut seen: HashMap<(usize, usize), usize> = HashMap::new();
+        // The previous list is alive (so its buffer's first elements are as measured) only if
+        // the parameter still holds a view of it, of its length.
+        let alive = matches!((held, self.last_list), (Some(Value::List(l)), Some((at, len, _)))
+            if l.address() == at && l.len() == len);
+        if !alive {
+            self.last_list = None;
+        }
+        let height = self.walk(v, limit, &mut seen);
+        self.known = if height.is_none() {
+            HashMap::new()
+        } else {
+            seen
+        };
+        self.last_list = match (v, height) {
+            (Value::List(l), Some(h)) => Some((l.address(), l.len(), h)),
+            _ => None,
+        };
+        height.is_none()
     }
 
     /// `v`'s height (0 for a scalar), or `None` past `limit`.
-    fn walk(&self, v: &Value, limit: usize, seen: &mut HashMap<usize, usize>) -> Option<usize> {
+    fn walk(
+        &self,
+        v: &Value,
+        limit: usize,
+        seen: &mut HashMap<(usize, usize), usize>,
+    ) -> Option<usize> {
         let Some(root) = address(v) else {
             return Some(0);
         };
@@ -200,11 +230,20 @@ impl Depth {
             seen.insert(root, h);
             return (h <= limit).then_some(h);
         }
-        let mut stack = vec![Walk {
+        let mut first = Walk {
             address: root,
             height: 1,
             children: Children::of(v),
-        }];
+        };
+        if let (Value::List(l), Some((at, len, h))) = (v, self.last_list)
+            && l.address() == at
+            && l.len() >= len
+        {
+            // The previous list's elements are this one's first: alive in it, unchanged.
+            first.height = h;
+            first.children = Children::Items(l.get(len..).unwrap_or_default().iter());
+        }
+        let mut stack = vec![first];
         loop {
             let top = stack.last_mut()?;
             match top.children.next() {
@@ -247,6 +286,7 @@ impl Depth {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::list::List;
 
     fn nest(n: usize) -> Value {
         (0..n).fold(Value::Int(1), |v, _| Value::list([v]))
@@ -255,13 +295,36 @@ mod tests {
     #[test]
     fn depth_counts_containers_and_stops_past_the_limit() {
         let mut d = Depth::default();
-        assert!(!d.exceeds(&Value::Int(1), 0));
-        assert!(!d.exceeds(&nest(3), 3));
-        assert!(Depth::default().exceeds(&nest(4), 3));
+        assert!(!d.exceeds(&Value::Int(1), 0, None));
+        assert!(!d.exceeds(&nest(3), 3, None));
+        assert!(Depth::default().exceeds(&nest(4), 3, None));
         let mut m = Map::new();
         m.insert("a".into(), nest(2));
-        assert!(!Depth::default().exceeds(&Value::Map(Arc::new(m.clone())), 3));
-        assert!(Depth::default().exceeds(&Value::Map(Arc::new(m)), 2));
+        assert!(!Depth::default().exceeds(&Value::Map(Arc::new(m.clone())), 3, None));
+        assert!(Depth::default().exceeds(&Value::Map(Arc::new(m)), 2, None));
+    }
+
+    #[test]
+    fn a_list_extended_in_place_has_only_its_new_elements_walked_and_they_count() {
+        let mut d = Depth::default();
+        let deep = |n: usize| (0..n).fold(Value::Int(0), |v, _| Value::list([v]));
+        let mut acc = List::from(vec![deep(3)]);
+        assert!(!d.exceeds(&Value::List(acc.clone()), 10, None));
+        for _ in 0..100 {
+            let (whole, prefix, _) = acc.append_unique(&[deep(2)]).unwrap();
+            let held = Value::List(prefix);
+            assert!(!d.exceeds(&Value::List(whole.clone()), 10, Some(&held)));
+            drop(held);
+            acc = whole;
+        }
+        // A deep element appended in place is measured, the old ones taken as known.
+        let (whole, prefix, _) = acc.append_unique(&[deep(10)]).unwrap();
+        let held = Value::List(prefix);
+        assert!(d.exceeds(&Value::List(whole), 10, Some(&held)));
+        // Without the previous list shown alive, everything is walked again.
+        let mut d = Depth::default();
+        let first = List::from(vec![deep(10)]);
+        assert!(d.exceeds(&Value::List(first), 10, None));
     }
 
     #[test]
@@ -270,10 +333,10 @@ mod tests {
         let mut acc = Value::list([]);
         for i in 1..=50 {
             let next = Value::list([acc.clone(), acc.clone()]);
-            assert!(!d.exceeds(&next, 51), "{i}");
+            assert!(!d.exceeds(&next, 51, None), "{i}");
             assert_eq!(d.known.len(), 2);
             acc = next;
         }
-        assert!(d.exceeds(&Value::list([acc]), 51));
+        assert!(d.exceeds(&Value::list([acc]), 51, None));
     }
 }

@@ -279,6 +279,7 @@ mod error;
 mod float;
 mod function;
 mod lexer;
+mod list;
 mod ops;
 mod parser;
 mod program;
@@ -307,5 +308,6 @@ pub use engine::{
 };
 pub use error::{Error, ErrorKind, Location};
 pub use function::{FromValue, IntoFunction, IntoResult};
+pub use list::List;
 pub use regexp::Regex;
 pub use value::{Assigns, Map, Str, Value};

@@ -4,13 +4,17 @@
 use crate::float::write_float;
 use crate::value::Value;
 
+/// Element-wise `==` of two lists or tuples.
+fn all_equal(p: &[Value], q: &[Value]) -> bool {
+    p.len() == q.len() && p.iter().zip(q.iter()).all(|(x, y)| equal(x, y))
+}
+
 /// `==` as in Elixir: `1 == 1.0`, structural for lists, tuples and maps.
 pub(crate) fn equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Int(p), Value::Float(q)) | (Value::Float(q), Value::Int(p)) => *p as f64 == *q,
-        (Value::List(p), Value::List(q)) | (Value::Tuple(p), Value::Tuple(q)) => {
-            p.len() == q.len() && p.iter().zip(q.iter()).all(|(x, y)| equal(x, y))
-        }
+        (Value::List(p), Value::List(q)) => all_equal(p, q),
+        (Value::Tuple(p), Value::Tuple(q)) => all_equal(p, q),
         (Value::Map(p), Value::Map(q)) => {
             p.len() == q.len()
                 && p.iter()

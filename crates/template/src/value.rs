@@ -12,6 +12,7 @@ use bytes::Bytes;
 use galleon_iolist::IoList;
 
 use crate::error::Error;
+use crate::list::List;
 
 /// An immutable UTF-8 string backed by shared [`Bytes`]: cloning it, or putting it in an
 /// [`IoList`], costs a reference-count increment, never a copy of its bytes.
@@ -194,7 +195,7 @@ pub enum Value {
     /// A tuple (`{:ok, x}`, the `{key, value}` pairs of a map in a `for`).
     Tuple(Arc<[Value]>),
     /// A shared list.
-    List(Arc<[Value]>),
+    List(List),
     /// A shared map with string keys.
     Map(Arc<Map>),
     /// Already-escaped HTML (what `raw(...)` and `@inner_content` hold): rendered as is.

@@ -6,13 +6,14 @@ use std::sync::Arc;
 
 use super::{Builtin, Failure, expected};
 use crate::budget;
+use crate::list::List;
 use crate::ops::to_string;
 use crate::value::{Str, Value};
 
 /// The elements of an enumerable: a list, or a map's `{key, value}` pairs.
-pub(crate) fn elements(v: &Value) -> Result<Arc<[Value]>, Failure> {
+pub(crate) fn elements(v: &Value) -> Result<List, Failure> {
     match v {
-        Value::List(l) => Ok(Arc::clone(l)),
+        Value::List(l) => Ok(l.clone()),
         Value::Map(m) => Ok(m
             .iter()
             .map(|(k, v)| Value::Tuple(vec![Value::Str(k.clone()), v.clone()].into()))
@@ -167,8 +168,8 @@ pub(super) fn chunk_every(
     if step <= 0 {
         return Err(expected("a positive step", &Value::Int(step)));
     }
-    let fill: Option<Arc<[Value]>> = match leftover {
-        Value::Nil => Some(Arc::from([])),
+    let fill: Option<List> = match leftover {
+        Value::Nil => Some(List::default()),
         Value::Atom(d) if d.as_str() == "discard" => None,
         other => Some(elements(other)?),
     };
@@ -186,7 +187,7 @@ pub(super) fn chunk_every(
     while start < items.len() {
         let end = start.saturating_add(n);
         if end <= items.len() {
-            out.push(Value::List(items[start..end].into()));
+            out.push(Value::list(items[start..end].iter().cloned()));
         } else {
             if let Some(fill) = &fill {
                 let missing = end - items.len();

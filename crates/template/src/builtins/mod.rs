@@ -580,7 +580,7 @@ pub(crate) fn call(b: Builtin, args: Vec<Value>) -> Result<Value, Failure> {
                 if b == B::Hd {
                     l[0].clone()
                 } else {
-                    Value::List(l[1..].into())
+                    Value::list(l[1..].iter().cloned())
                 }
             }
             other => return Err(expected("a non-empty list", other)),

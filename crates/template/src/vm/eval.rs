@@ -154,7 +154,7 @@ impl<'a> Eval<'a> {
                 .map_or_else(|| self.eval(c), |v| Ok(Cow::Borrowed(v)))?
             {
                 Cow::Borrowed(Value::List(items)) => Ok(Loop::Items {
-                    items: Arc::clone(items),
+                    items: items.clone(),
                     next: 0,
                 }),
                 Cow::Owned(Value::List(items)) => Ok(Loop::Items { items, next: 0 }),
@@ -570,36 +570,6 @@ impl<'a> Eval<'a> {
         })
     }
 
-    /// `acc <> y` where `acc` is the function parameter in `slot`, appended in place when the
-    /// parameter holds the only reference to its string (as `Enum.reduce` leaves its
-    /// accumulator): amortised linear, like the BEAM's binary append, where copying would
-    /// make a reduce quadratic. The parameter keeps its value (a view of the buffer's first
-    /// bytes). `None` when the operands are not two strings or the buffer is shared: the
-    /// caller evaluates `acc <> y` by copying (and reports a type error the usual way).
-    fn append_to_local(
-        &mut self,
-        slot: usize,
-        y: &Value,
-        span: Span,
-    ) -> Result<Option<Value>, Error> {
-        let (Some(Value::Str(acc)), Value::Str(tail)) = (self.fn_locals.get_mut(slot), y) else {
-            return Ok(None);
-        };
-        let (whole, prefix, grown) = match std::mem::take(acc).append_unique(tail.as_str()) {
-            Ok(done) => done,
-            Err(back) => {
-                *acc = back;
-                return Ok(None);
-            }
-        };
-        *acc = prefix;
-        // Bytes written, plus the copy into a grown buffer; growth is charged as it happens.
-        let copied = tail.len() + if grown > 0 { whole.len() } else { 0 };
-        self.tick(span, (copied / BYTES_PER_STEP) as u64)?;
-        self.alloc(span, grown.max(tail.len()))?;
-        Ok(Some(Value::Str(whole)))
-    }
-
     fn binary(
         &mut self,
         op: BinOp,
@@ -609,7 +579,7 @@ impl<'a> Eval<'a> {
     ) -> Result<Val<'a>, Error> {
         // `acc <> b` on a function parameter: `b` first (reading `acc` has no effect to order).
         let mut right = None;
-        if let (BinOp::Concat, CodeKind::FnLocal(slot)) = (op, &a.kind) {
+        if let (BinOp::Concat | BinOp::ListConcat, CodeKind::FnLocal(slot)) = (op, &a.kind) {
             let y = self.eval(b)?;
             if let Some(v) = self.append_to_local(*slot, &y, span)? {
                 return Ok(Cow::Owned(v));
@@ -784,7 +754,8 @@ fn memory_limit_message(config: &Config) -> String {
 fn identity(v: &Value) -> Option<(usize, usize)> {
     match v {
         Value::Str(s) | Value::Atom(s) => Some((s.bytes().as_ptr() as usize, s.len())),
-        Value::List(l) | Value::Tuple(l) => Some((l.as_ptr() as usize, l.len())),
+        Value::List(l) => Some((l.as_ptr() as usize, l.len())),
+        Value::Tuple(t) => Some((t.as_ptr() as usize, t.len())),
         Value::Map(m) => Some((Arc::as_ptr(m) as usize, m.len())),
         Value::Safe(h) => Some((Arc::as_ptr(h) as usize, 0)),
         _ => None,

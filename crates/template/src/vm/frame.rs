@@ -7,6 +7,7 @@ use smallvec::SmallVec;
 
 use crate::ast::BinOp;
 use crate::budget::MAP_ENTRY_BYTES;
+use crate::list::List;
 use crate::program::{Bind, Code, CodeKind, FieldName, Program};
 use crate::value::{Map, Str, Value, word8};
 
@@ -151,7 +152,7 @@ pub(super) enum Loop {
         done: bool,
     },
     /// A list and the position of the next element.
-    Items { items: Arc<[Value]>, next: usize },
+    Items { items: List, next: usize },
 }
 
 impl Loop {

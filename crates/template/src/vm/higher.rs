@@ -13,7 +13,7 @@ use crate::budget::{Depth, ELEMENT_BYTES, MAX_VALUE_DEPTH};
 use crate::builtins::{Builtin, collections};
 use crate::error::{Error, ErrorKind};
 use crate::ops::{describe, to_string};
-use crate::program::{Code, CodeKind, FnCode, ForCode, QualCode};
+use crate::program::{Code, CodeKind, FnCode, ForCode, PatCode, QualCode};
 use crate::value::{Str, Value};
 
 impl<'a> Eval<'a> {
@@ -191,11 +191,21 @@ impl<'a> Eval<'a> {
                 // the parameter bound to it, if any).
                 let mut acc = values.pop().unwrap_or_default();
                 let mut depth = Depth::default();
+                // The slot of a one-clause function's accumulator parameter: what it holds
+                // shows [`Depth`] whether the previous accumulator is still alive.
+                let held = match &f.clauses[..] {
+                    [only] => match only.params.last() {
+                        Some(PatCode::Bind(slot)) => Some(*slot),
+                        _ => None,
+                    },
+                    _ => None,
+                };
                 for x in items.iter() {
                     // The accumulator is handed over, not lent: the parameter then holds
                     // the only reference, so `acc <> w` can append in place.
                     let next = self.apply_owned(f, x, std::mem::take(&mut acc))?;
-                    if depth.exceeds(&next, MAX_VALUE_DEPTH) {
+                    let holds = held.and_then(|s| self.fn_locals.get(s));
+                    if depth.exceeds(&next, MAX_VALUE_DEPTH, holds) {
                         return Err(self.err(
                             ErrorKind::Limit,
                             span,

@@ -3,6 +3,7 @@
 //! is what streaming is: the whole state is a stack of frames (program counter, loop positions,
 //! variables), never the output.
 
+mod append;
 mod eval;
 mod frame;
 mod higher;

@@ -5,13 +5,12 @@
 //! one at a time, so output, step accounting and pause points are those of the general loop in
 //! `vm/mod.rs`.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 
 use super::frame::{FieldKey, Frame, Loop, Slot, fast_cond, int_cmp, lookup_in, set_int};
 use super::out::{MAX_INT_LEN, Out, clean, copy_into, emit, write_int};
 use crate::error::{Error, ErrorKind};
+use crate::list::List;
 use crate::program::{Bind, Code, Instr, Kind, NARROW, Op, Piece, Program, SLOT, Src, Step, Test};
 use crate::value::Value;
 
@@ -502,7 +501,7 @@ fn decide<S: Slot>(
 /// the loop stops here), or bound one by one by the loop's own advance.
 enum Elems<'s> {
     Ref {
-        items: &'s Arc<[Value]>,
+        items: &'s List,
         next: &'s mut usize,
         /// Position of the next element.
         k: usize,

@@ -7,8 +7,6 @@
 //! to its end), from `plain::run` for a loop already under way ([`first`]), and from a whole
 //! render without frames (`vm/straight.rs`, its assigns borrowed: [`Slot`]).
 
-use std::sync::Arc;
-
 use super::{Exit, NARROW, code_at, decide, general};
 use crate::error::Error;
 use crate::program::{Bind, Instr, Kind, Op, Piece, PlainBody, Program, SLOT, Src, Step};
@@ -67,7 +65,7 @@ pub(in crate::vm) fn run_assign(
         return Some(Ok(Exit::Go));
     }
     loops.push(Loop::Items {
-        items: Arc::clone(items),
+        items: items.clone(),
         next: to.k,
     });
     Some(general(out, frame, prog, at, bind, steps, pause_at))
