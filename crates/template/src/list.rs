@@ -112,7 +112,7 @@ mod tests {
             list = whole;
         }
         assert!(allocs < 20, "{allocs} reallocations: not doubling");
-        assert_eq!(list.iter().nth(999), Some(&Value::Int(999)));
+        assert_eq!(list.get(999), Some(&Value::Int(999)));
     }
 
     #[test]
