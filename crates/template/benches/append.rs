@@ -6,8 +6,8 @@
 //! limits lifted (to time the work itself rather than how soon a limit stops it). Each row is
 //! the median of `GALLEON_BENCH_REPS` renders (default 5), with how the render ended.
 //!
-//! String append is amortised linear (the accumulator's buffer grows in place); list append
-//! copies the list each time, so the `++` rows grow quadratically with N: they also run over
+//! Both are amortised linear: the accumulator's buffer grows in place while the parameter
+//! holds the only reference. The `++` rows also run over
 //! `GALLEON_BENCH_LIST_WORDS` words (default 10,000), where no limit stops them.
 
 use std::time::{Duration, Instant};
