@@ -255,7 +255,9 @@ mod vm;
 /// same parser at build time). Not a stable API.
 #[doc(hidden)]
 pub mod syntax {
-    pub use crate::ast::{BinOp, Clause, Expr, ExprKind, FnClause, Node, Pattern, Qualifier, UnOp};
+    pub use crate::ast::{
+        BinOp, BlockClause, Clause, Expr, ExprKind, FnClause, Node, Pattern, Qualifier, UnOp,
+    };
     pub use crate::parser::parse;
     pub use crate::span::{Span, SyntaxError};
 }

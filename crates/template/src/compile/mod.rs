@@ -7,6 +7,7 @@
 //! iterations as one reference, still charging a step per iteration and pausing where the
 //! one-by-one loop would (`tests/repeat.rs`).
 
+mod block;
 mod expr;
 mod suggest;
 
@@ -18,7 +19,7 @@ use bytes::Bytes;
 use crate::ast::{Clause, Expr, ExprKind, Node, Pattern, Qualifier, Span};
 use crate::error::{Error, ErrorKind, Location};
 use crate::function::Function;
-use crate::parser::parse;
+use crate::parser::{WITH_OTHER, parse};
 use crate::program::{
     Bind, Code, CodeKind, Generator, Instr, Op, PlainBody, Program, REPEAT_BLOCK, Repeat, SizeHint,
     Straight,
@@ -53,6 +54,7 @@ pub(crate) fn compile(name: &str, source: &str, options: Options<'_>) -> Result<
             functions: options.functions,
             fn_slots: 0,
             binding_fn: false,
+            blocks: Vec::new(),
         },
         text: Vec::new(),
         pending: Vec::new(),
@@ -217,10 +219,12 @@ impl Compiler<'_> {
         match node {
             Node::Text(t) => self.pending.extend_from_slice(t.as_bytes()),
             Node::Output(e) => {
+                self.fn_blocks(e)?;
                 let code = self.names.expr(e)?;
                 self.output(code);
             }
             Node::Exec(e) => {
+                self.fn_blocks(e)?;
                 let code = self.names.expr(e)?;
                 self.emit(Op::Exec(code));
             }
@@ -229,6 +233,7 @@ impl Compiler<'_> {
                 value,
                 output,
             } => {
+                self.fn_blocks(value)?;
                 let code = self.names.expr(value)?;
                 let span = code.span;
                 let slot = match (pattern, output) {
@@ -302,7 +307,11 @@ impl Compiler<'_> {
                     self.patch(branch, next);
                 }
                 let span = clauses.first().map_or(Span::default(), |c| c.0.span);
-                self.emit(Op::NoClause { slot: None, span });
+                self.emit(Op::NoClause {
+                    slot: None,
+                    span,
+                    with: false,
+                });
                 let end = self.ops.len();
                 for j in to_end {
                     self.patch(j, end);
@@ -349,9 +358,12 @@ impl Compiler<'_> {
                 self.patch(g, next);
             }
         }
+        // A `with` block's `else` clauses are a `case` on the value that did not match.
+        let with = matches!(&subject.kind, ExprKind::Var(n) if n == WITH_OTHER);
         self.emit(Op::NoClause {
             slot: Some(slot),
             span,
+            with,
         });
         let end = self.ops.len();
         for j in to_end {

@@ -3,6 +3,7 @@
 //! is what streaming is: the whole state is a stack of frames (program counter, loop positions,
 //! variables), never the output.
 
+mod block;
 mod eval;
 mod frame;
 mod higher;
@@ -473,9 +474,9 @@ impl<'c> Vm<'c> {
                             }
                         }
                     }
-                    Op::NoClause { slot, span } => {
+                    Op::NoClause { slot, span, with } => {
                         let v = slot.and_then(|s| frame.locals.get(s));
-                        return Err(no_clause(prog, v, *span));
+                        return Err(no_clause(prog, v, *span, *with));
                     }
                     Op::Call {
                         partial,
@@ -550,11 +551,13 @@ fn no_match(prog: &Program, v: &Value, span: Span) -> Error {
     )
 }
 
-/// The error of a `case` (`v` is its subject) or `cond` (`None`) none of whose clauses applied.
+/// The error of a `case` (`v` is its subject; `with`: a `with`'s `else`) or `cond` (`None`)
+/// none of whose clauses applied.
 #[cold]
 #[inline(never)]
-fn no_clause(prog: &Program, v: Option<&Value>, span: Span) -> Error {
+fn no_clause(prog: &Program, v: Option<&Value>, span: Span, with: bool) -> Error {
     let message = match v {
+        Some(v) if with => format!("no `with` clause matches {}", describe(v)),
         Some(v) => format!("no `case` clause matches {}", describe(v)),
         None => "no `cond` clause is truthy".to_owned(),
     };
