@@ -346,6 +346,15 @@ fn walk_expr(e: &Expr, f: &mut impl FnMut(&Expr)) {
                 walk_expr(&c.body, f);
             }
         }
+        // A `fn` spanning tags: its bodies are template nodes (their assigns are read too).
+        ExprKind::FnBlock(clauses) => {
+            for c in clauses {
+                if let Some(g) = &c.guard {
+                    walk_expr(g, f);
+                }
+                walk_nodes(&c.body, f);
+            }
+        }
         ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) | ExprKind::Range(a, b) => {
             walk_expr(a, f);
             walk_expr(b, f);

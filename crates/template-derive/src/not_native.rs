@@ -157,6 +157,7 @@ fn describe(e: &Expr) -> String {
         ExprKind::Interp(_) => "string interpolation".to_owned(),
         ExprKind::If { .. } => "a one-line `if` as a value, natively only output".to_owned(),
         ExprKind::Fn(_) => "an anonymous function".to_owned(),
+        ExprKind::FnBlock(_) => "an anonymous function spanning tags".to_owned(),
         ExprKind::Case { .. } => "a `case ... do ... end` inside one expression".to_owned(),
         ExprKind::For { .. } => "a `for` expression".to_owned(),
         ExprKind::Lit(Value::Atom(_)) => "an atom".to_owned(),

@@ -79,6 +79,7 @@ pub(crate) fn is_closed(e: &Expr) -> bool {
         ExprKind::Assign(_)
         | ExprKind::Var(_)
         | ExprKind::Fn(_)
+        | ExprKind::FnBlock(_)
         | ExprKind::For { .. }
         | ExprKind::Case { .. } => false,
         ExprKind::Field(x, _) | ExprKind::Unary(_, x) => is_closed(x),

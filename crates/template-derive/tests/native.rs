@@ -523,6 +523,51 @@ fn other_shapes_render_through_the_engine() {
     const _: () = assert!(<Fallback as Template>::SLOTS == 0, "through the engine");
 }
 
+/// Blocks over several tags (a `fn` whose body is template text, `with` with `else` clauses,
+/// `into:`, a generator binding through `=`) render through the engine.
+const BLOCKS: &str = "<ul><%= Enum.map(@users, fn u -> %><li><%= u.name %><%= @sep %></li><% end) %></ul>\
+<%= with %{name: n} when n != \"\" <- @first do %>first: <%= n %><% else _ -> %>none<% end %>\
+<%= for x <- @tags, into: [] do %>[<%= x %>]<% end %>\
+<%= for %{name: n} = _u <- @users do %><%= n %>.<% end %>";
+
+#[derive(Template, Serialize, Clone)]
+#[template(
+    source = "<ul><%= Enum.map(@users, fn u -> %><li><%= u.name %><%= @sep %></li><% end) %></ul>\
+<%= with %{name: n} when n != \"\" <- @first do %>first: <%= n %><% else _ -> %>none<% end %>\
+<%= for x <- @tags, into: [] do %>[<%= x %>]<% end %>\
+<%= for %{name: n} = _u <- @users do %><%= n %>.<% end %>"
+)]
+struct Blocks {
+    users: Vec<Named>,
+    first: Named,
+    sep: String,
+    tags: Vec<String>,
+}
+
+#[derive(Serialize, Clone)]
+struct Named {
+    name: String,
+}
+
+#[test]
+fn blocks_across_tags_render_through_the_engine() {
+    let named = |n: &str| Named { name: n.into() };
+    let out = check(
+        BLOCKS,
+        &Blocks {
+            users: vec![named("Ann"), named("B&B")],
+            first: named("Ann"),
+            sep: ";".into(),
+            tags: vec!["a".into(), "<b>".into()],
+        },
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        "<ul><li>Ann;</li><li>B&amp;B;</li></ul>first: Ann[a][&lt;b&gt;]Ann.B&amp;B."
+    );
+    const _: () = assert!(<Blocks as Template>::SLOTS == 0, "through the engine");
+}
+
 /// Partials next to a template file are embedded and found by the engine.
 #[derive(Template, Clone)]
 #[template(path = "../template/tests/inputs/partial.eex")]

@@ -83,6 +83,18 @@ impl Pattern {
             | Pattern::Map(_, s) => *s,
         }
     }
+
+    /// Appends the variables the pattern binds, in order, to `out`.
+    pub fn bound(&self, out: &mut Vec<(String, Span)>) {
+        match self {
+            Pattern::Var(Some(name), span) => out.push((name.clone(), *span)),
+            Pattern::Tuple(items, _) | Pattern::List(items, _) => {
+                items.iter().for_each(|p| p.bound(out));
+            }
+            Pattern::Map(entries, _) => entries.iter().for_each(|(_, p)| p.bound(out)),
+            Pattern::Var(None, _) | Pattern::Lit(..) | Pattern::Pin(..) => {}
+        }
+    }
 }
 
 /// An expression with its span.
@@ -180,6 +192,15 @@ pub struct FnClause {
     pub body: Expr,
 }
 
+/// One clause of a `fn` spanning tags (`fn item -> %>...<% end`): its body is template nodes,
+/// whose output is the call's value (safe HTML), as EEx makes it.
+#[derive(Debug)]
+pub struct BlockClause {
+    pub params: Vec<Pattern>,
+    pub guard: Option<Expr>,
+    pub body: Vec<Node>,
+}
+
 /// Expression forms.
 #[derive(Debug)]
 pub enum ExprKind {
@@ -224,6 +245,9 @@ pub enum ExprKind {
     /// `&String.upcase/1` the body `String.upcase(&1)`): only an argument of the `Enum`
     /// functions that take one.
     Fn(Vec<FnClause>),
+    /// `fn params -> %>body<% end`, a function whose clauses' bodies span tags: an argument of
+    /// the functions that take one, as [`ExprKind::Fn`].
+    FnBlock(Vec<BlockClause>),
     /// `for x <- xs, filter, do: body`: the list of the body's values (elements that do not
     /// match a generator's pattern are skipped, as in the block `for`).
     For {

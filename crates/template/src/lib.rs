@@ -53,7 +53,7 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 547
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 592
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
 //! reproducing Phoenix.HTML's) and compares the bytes, each also with `trim: true`; the
 //! differences left are listed below.
@@ -70,13 +70,23 @@
 //!   `<%= if cond do %>...<% else %>...<% end %>`, `unless`;
 //!   `<%= case expr do %><% {:ok, x} when x > 1 -> %>...<% _ -> %>...<% end %>` (no clause
 //!   matching is an error, as in Elixir); `<%= cond do %><% a -> %>...<% true -> %>...<% end %>`.
-//!   A block opened with `<%` instead of `<%=` outputs nothing, as in EEx. Inside one tag,
+//!   `<%= with {:ok, u} when u.active <- fetch(@x), %{name: n} <- u do %>...<% else
+//!   {:error, r} -> %>...<% _ -> %>...<% end %>` (the first `else` clause in the `else` tag, as
+//!   EEx wants; none matching is an error, as Elixir's `WithClauseError`); a `fn` whose body
+//!   is template text, passed to the functions taking one: `<%= Enum.map(@items, fn item ->
+//!   %><li><%= item.name %></li><% end) %>` (clauses and guards in `<% x when ... -> %>` tags;
+//!   each call's value is the body's output, safe HTML, so a list of it outputs as Phoenix
+//!   does, and `Enum.map_join` fails on it as in Elixir); `for ..., into: x do` (`into: ""`
+//!   fails on a body, as Elixir's does; `into: []` is the plain loop); and a generator binding
+//!   through `=`: `for %{id: id} = row <- @rows` (elements not matching are skipped), in the
+//!   one-line `for` too. A block opened with `<%` instead of `<%=` outputs nothing, as in EEx
+//!   (a `fn` block's call is evaluated, so `<% rows = Enum.map(...) %>` binds `rows`). Inside one tag,
 //!   `if`, `unless` and `case` take `do ... end` with expressions for branches, as Phoenix
 //!   pages write them in attributes: `<%= if @active do "on" else "off" end %>`, and
 //!   `<%= case @status do "paid" -> "green"; _ -> "grey" end %>` (clauses separated by `;` or
 //!   line breaks, so one tag may spread over lines; each body is one expression), and `with`:
 //!   `<%= with %{email: e} <- @user, [_, d] <- String.split(e, "@") do d else _ -> "-" end %>`
-//!   (`pattern <- value`, `pattern = value` and bare clauses; without `else` the first value
+//!   (`pattern [when guard] <- value`, `pattern = value` and bare clauses; without `else` the first value
 //!   not matching is the result, as in Elixir). A match as
 //!   the condition, the generators' flash idiom: `<%= if info = @flash[:info] do %><%= info
 //!   %><% end %>` binds `info` in both branches, the first taken when it is truthy (a variable
@@ -218,11 +228,9 @@
 //!   which the crate cannot ask for: a pattern matching both there (`~r/a*?/`) may differ.
 //! - Not supported (a located error): functions as values outside the arguments of the
 //!   functions above, ranges outside `for`, `in` and `Enum` arguments, `Keyword` functions
-//!   other than those above, `Map.from_struct`, a generator whose pattern binds a variable too
-//!   (`%{} = row <- @rows`), `into:` in the block `for`, big integers, sigils other than
-//!   `~r`, `~s` and `~w`, options with `Regex.replace`'s function, `with` as a block over
-//!   several tags (`<%= with ... do %>`) and guards in its clauses, `try`, structs;
-//!   functions of Phoenix.HTML other than `raw` (`link`, `content_tag`: register them with
+//!   other than those above, `Map.from_struct`, big integers, sigils other than `~r`, `~s`
+//!   and `~w`, options with `Regex.replace`'s function, `try`, structs; functions of
+//!   Phoenix.HTML other than `raw` (`link`, `content_tag`: register them with
 //!   [`EngineBuilder::function`]). A call of an unknown function is a located error that
 //!   names the nearest known function when one is close (`Enum.jion`: did you mean
 //!   `Enum.join/2`?).
@@ -296,7 +304,9 @@ mod vm;
 /// same parser at build time). Not a stable API.
 #[doc(hidden)]
 pub mod syntax {
-    pub use crate::ast::{BinOp, Clause, Expr, ExprKind, FnClause, Node, Pattern, Qualifier, UnOp};
+    pub use crate::ast::{
+        BinOp, BlockClause, Clause, Expr, ExprKind, FnClause, Node, Pattern, Qualifier, UnOp,
+    };
     pub use crate::parser::parse;
     pub use crate::span::{Span, SyntaxError};
 }

@@ -201,8 +201,12 @@ pub(crate) enum Op {
         span: Span,
     },
     /// Stop the render: no clause of the `case` or `cond` at `span` matched the value in slot
-    /// `slot` (`None` for a `cond`).
-    NoClause { slot: Option<usize>, span: Span },
+    /// `slot` (`None` for a `cond`); `with`: the clauses were a `with`'s `else`.
+    NoClause {
+        slot: Option<usize>,
+        span: Span,
+        with: bool,
+    },
     /// Render partial number `partial` with the given assigns, in place (streamable).
     Call {
         partial: usize,
@@ -284,6 +288,18 @@ pub(crate) struct FnClauseCode {
     pub(crate) body: Code,
 }
 
+/// Where a `fn` block's clause body starts, and the function slots (its parameters'
+/// variables) copied into frame slots, where its instructions read them.
+#[derive(Debug)]
+pub(crate) struct BlockCode {
+    pub(crate) start: usize,
+    pub(crate) moves: Vec<(usize, usize)>,
+}
+
+/// A jump target past every instruction: the frame ends there (how a `fn` block's body
+/// returns to the expression that called it).
+pub(crate) const RETURN: usize = usize::MAX;
+
 /// A compiled `for` comprehension: its variables bind function slots, as a `fn`'s parameters.
 #[derive(Debug)]
 pub(crate) struct ForCode {
@@ -356,6 +372,9 @@ pub(crate) enum CodeKind {
     FnLocal(usize),
     /// `for x <- xs, filter, do: body`: a list.
     For(Box<ForCode>),
+    /// The body of a `fn` block's clause: instructions of the program from `start`, run in a
+    /// copy of the frame, their output the value (`vm/block.rs`).
+    Block(Box<BlockCode>),
     /// A function registered from Rust, by its index in the catalog's functions.
     Native(usize, Vec<Code>),
     Raw(Box<Code>),

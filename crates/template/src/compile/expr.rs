@@ -33,10 +33,12 @@ pub(super) struct Names<'a> {
     pub(super) binding_fn: bool,
     /// Whether the template reads `assigns` whole.
     pub(super) all_assigns: bool,
+    /// The `fn` blocks whose bodies are compiled, for the expression holding them.
+    pub(super) blocks: Vec<super::block::CompiledBlock>,
 }
 
 /// Where function slots start in [`Names::scope`]: frame slots are below.
-const FN_SLOT: usize = usize::MAX / 2;
+pub(super) const FN_SLOT: usize = usize::MAX / 2;
 
 impl Names<'_> {
     /// A new slot for variable `name`, shadowing any outer one.
@@ -75,7 +77,7 @@ impl Names<'_> {
         matches!(&e.kind, ExprKind::Var(n) if n == "assigns") && self.lookup("assigns").is_none()
     }
 
-    fn lookup(&self, name: &str) -> Option<usize> {
+    pub(super) fn lookup(&self, name: &str) -> Option<usize> {
         self.scope
             .iter()
             .rev()
@@ -219,7 +221,7 @@ impl Names<'_> {
             } => self.call(name, *name_span, args, kwargs, e.span)?,
             ExprKind::For { qualifiers, body } => self.comprehension(qualifiers, body)?,
             ExprKind::Case { subject, clauses } => self.case(subject, clauses, e.span)?,
-            ExprKind::Fn(_) => {
+            ExprKind::Fn(_) | ExprKind::FnBlock(_) => {
                 return Err(SyntaxError::new(
                     e.span,
                     "a function can only be passed to an `Enum` function that takes one (`Enum.map`, `Enum.filter`, `Enum.reduce`...)",
@@ -389,6 +391,7 @@ impl Names<'_> {
 
     /// Arguments of a built-in; an `Enum` function's first argument may be a range, and the
     /// function argument of one that takes a function must be a `fn` or a capture.
+    #[inline(never)]
     fn builtin_args(&mut self, b: Builtin, args: &[Expr]) -> R<Vec<Code>> {
         let mut out = Vec::with_capacity(args.len());
         let function = b.function_arg(args.len());
@@ -414,6 +417,20 @@ impl Names<'_> {
                     if clauses[0].params.len() == f.arity || f.arity == builtins::ANY_ARITY =>
                 {
                     self.function(clauses, a.span)?
+                }
+                (ExprKind::FnBlock(clauses), Some(f)) if clauses[0].params.len() == f.arity => {
+                    self.fn_block(clauses, a.span)?
+                }
+                (ExprKind::FnBlock(clauses), Some(f)) => {
+                    return Err(SyntaxError::new(
+                        a.span,
+                        format!(
+                            "`{}` calls this function with {} argument(s); it takes {}",
+                            b.name(),
+                            f.arity,
+                            clauses[0].params.len()
+                        ),
+                    ));
                 }
                 (ExprKind::Fn(clauses), Some(f)) => {
                     return Err(SyntaxError::new(
@@ -517,7 +534,7 @@ impl Names<'_> {
 
     /// A pattern whose variables bind function slots (a `fn`'s parameter, a comprehension's
     /// generator).
-    fn fn_pattern(&mut self, p: &Pattern) -> R<PatCode> {
+    pub(super) fn fn_pattern(&mut self, p: &Pattern) -> R<PatCode> {
         self.binding_fn = true;
         let code = self.pattern(p);
         self.binding_fn = false;

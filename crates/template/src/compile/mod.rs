@@ -7,6 +7,7 @@
 //! iterations as one reference, still charging a step per iteration and pausing where the
 //! one-by-one loop would (`tests/repeat.rs`).
 
+mod block;
 mod expr;
 mod suggest;
 
@@ -18,7 +19,7 @@ use bytes::Bytes;
 use crate::ast::{Clause, Expr, ExprKind, Node, Pattern, Qualifier, Span};
 use crate::error::{Error, ErrorKind, Location};
 use crate::function::Function;
-use crate::parser::{STEPPED_RANGE, parse};
+use crate::parser::{STEPPED_RANGE, WITH_OTHER, parse};
 use crate::program::{
     Bind, Code, CodeKind, Generator, Instr, Op, PlainBody, Program, REPEAT_BLOCK, Repeat, SizeHint,
     Straight,
@@ -54,6 +55,7 @@ pub(crate) fn compile(name: &str, source: &str, options: Options<'_>) -> Result<
             fn_slots: 0,
             binding_fn: false,
             all_assigns: false,
+            blocks: Vec::new(),
         },
         text: Vec::new(),
         pending: Vec::new(),
@@ -222,10 +224,12 @@ impl Compiler<'_> {
         match node {
             Node::Text(t) => self.pending.extend_from_slice(t.as_bytes()),
             Node::Output(e) => {
+                self.fn_blocks(e)?;
                 let code = self.names.expr(e)?;
                 self.output(code);
             }
             Node::Exec(e) => {
+                self.fn_blocks(e)?;
                 let code = self.names.expr(e)?;
                 self.emit(Op::Exec(code));
             }
@@ -234,6 +238,7 @@ impl Compiler<'_> {
                 value,
                 output,
             } => {
+                self.fn_blocks(value)?;
                 let code = self.names.expr(value)?;
                 let span = code.span;
                 let slot = match (pattern, output) {
@@ -307,7 +312,11 @@ impl Compiler<'_> {
                     self.patch(branch, next);
                 }
                 let span = clauses.first().map_or(Span::default(), |c| c.0.span);
-                self.emit(Op::NoClause { slot: None, span });
+                self.emit(Op::NoClause {
+                    slot: None,
+                    span,
+                    with: false,
+                });
                 let end = self.ops.len();
                 for j in to_end {
                     self.patch(j, end);
@@ -354,9 +363,12 @@ impl Compiler<'_> {
                 self.patch(g, next);
             }
         }
+        // A `with` block's `else` clauses are a `case` on the value that did not match.
+        let with = matches!(&subject.kind, ExprKind::Var(n) if n == WITH_OTHER);
         self.emit(Op::NoClause {
             slot: Some(slot),
             span,
+            with,
         });
         let end = self.ops.len();
         for j in to_end {

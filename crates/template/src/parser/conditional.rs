@@ -212,11 +212,11 @@ fn bound_if(e: Expr, name: String, at: Span) -> Expr {
 }
 
 /// The variable holding what a `with` clause did not match: no template can spell it.
-const WITH_OTHER: &str = "%with";
+pub(crate) const WITH_OTHER: &str = "%with";
 
 /// The atoms tagging a `with`'s two outcomes: no template writes them.
-const WITH_DONE: &str = "galleon.with.done";
-const WITH_ELSE: &str = "galleon.with.else";
+pub(super) const WITH_DONE: &str = "galleon.with.done";
+pub(super) const WITH_ELSE: &str = "galleon.with.else";
 
 impl Parser {
     /// One `pattern [when guard] -> body` clause of a `case` or of a `with`'s `else`; `what`
@@ -273,22 +273,7 @@ impl Parser {
     /// `pattern = value` clause that does not match is an error, and a bare expression is
     /// evaluated and passed over, as in Elixir.
     pub(super) fn with_expr(&mut self, span: Span) -> Result<Expr, SyntaxError> {
-        let mut steps: Vec<(Pattern, Expr, bool)> = Vec::new();
-        loop {
-            let left = self.expr()?;
-            let falls = self.eat_sym("<-");
-            if falls || self.eat_sym("=") {
-                let pattern = to_pattern(left)?;
-                check_bindings(&pattern)?;
-                steps.push((pattern, self.expr()?, falls));
-            } else {
-                // A bare expression is evaluated, and the next clause follows.
-                steps.push((Pattern::Var(None, left.span), left, false));
-            }
-            if !self.eat_sym(",") {
-                break;
-            }
-        }
+        let steps = self.with_steps()?;
         self.expect_word("do")?;
         let value = self.expr()?;
         let mut otherwise = Vec::new();
@@ -311,38 +296,100 @@ impl Parser {
         let whole = span.to(self.prev_span());
         Ok(with_cases(steps, value, otherwise, whole))
     }
+
+    /// A `with`'s clauses up to `do` (not consumed): `pattern [when guard] <- value`,
+    /// `pattern = value` or a bare expression, separated by commas.
+    pub(super) fn with_steps(&mut self) -> Result<Vec<WithStep>, SyntaxError> {
+        let mut steps = Vec::new();
+        loop {
+            let left = self.expr()?;
+            let guard = if self.peek_word() == Some("when") {
+                self.pos += 1;
+                Some(self.expr()?)
+            } else {
+                None
+            };
+            let falls = self.eat_sym("<-");
+            if guard.is_some() && !falls {
+                return Err(SyntaxError::new(
+                    self.here(),
+                    "expected `<-` after a `with` clause's guard",
+                ));
+            }
+            if falls || self.eat_sym("=") {
+                let pattern = to_pattern(left)?;
+                check_bindings(&pattern)?;
+                steps.push(WithStep {
+                    pattern,
+                    guard,
+                    value: self.expr()?,
+                    falls,
+                });
+            } else {
+                // A bare expression is evaluated, and the next clause follows.
+                steps.push(WithStep {
+                    pattern: Pattern::Var(None, left.span),
+                    guard: None,
+                    value: left,
+                    falls: false,
+                });
+            }
+            if !self.eat_sym(",") {
+                return Ok(steps);
+            }
+        }
+    }
 }
 
-/// The `case`s a `with` is read as (see [`Parser::with_expr`]).
-fn with_cases(
-    steps: Vec<(Pattern, Expr, bool)>,
-    value: Expr,
-    otherwise: Vec<FnClause>,
-    span: Span,
-) -> Expr {
+/// One clause of a `with`: `pattern [when guard] <- value` (`falls`: a value not matching
+/// goes to `else`), or `pattern = value` (one not matching is an error).
+#[derive(Debug)]
+pub(super) struct WithStep {
+    pub(super) pattern: Pattern,
+    pub(super) guard: Option<Expr>,
+    pub(super) value: Expr,
+    pub(super) falls: bool,
+}
+
+/// The `case`s a `with`'s clauses are read as, around `inner` (what the last clause matching
+/// leads to): each clause's value matched against its pattern (and guard), the value not
+/// matching a `<-` clause tagged `{WITH_ELSE, value}`.
+pub(super) fn with_steps_cases(steps: Vec<WithStep>, mut inner: Expr, span: Span) -> Expr {
     let at = |kind: ExprKind| Expr { kind, span };
-    let atom = |name: &str| at(ExprKind::Lit(Value::atom(name)));
-    let other = || Pattern::Var(Some(WITH_OTHER.to_owned()), span);
-    let tagged = |tag: &str, e: Expr| at(ExprKind::Tuple(vec![atom(tag), e]));
-    let mut inner = tagged(WITH_DONE, value);
-    for (pattern, subject, falls) in steps.into_iter().rev() {
+    for step in steps.into_iter().rev() {
         let mut clauses = vec![FnClause {
-            params: vec![pattern],
-            guard: None,
+            params: vec![step.pattern],
+            guard: step.guard,
             body: inner,
         }];
-        if falls {
+        if step.falls {
             clauses.push(FnClause {
-                params: vec![other()],
+                params: vec![Pattern::Var(Some(WITH_OTHER.to_owned()), span)],
                 guard: None,
-                body: tagged(WITH_ELSE, at(ExprKind::Var(WITH_OTHER.to_owned()))),
+                body: at(ExprKind::Tuple(vec![
+                    at(ExprKind::Lit(Value::atom(WITH_ELSE))),
+                    at(ExprKind::Var(WITH_OTHER.to_owned())),
+                ])),
             });
         }
         inner = at(ExprKind::Case {
-            subject: Box::new(subject),
+            subject: Box::new(step.value),
             clauses,
         });
     }
+    inner
+}
+
+/// The `case`s a `with` is read as (see [`Parser::with_expr`]).
+fn with_cases(steps: Vec<WithStep>, value: Expr, otherwise: Vec<FnClause>, span: Span) -> Expr {
+    let at = |kind: ExprKind| Expr { kind, span };
+    let atom = |name: &str| at(ExprKind::Lit(Value::atom(name)));
+    let other = || Pattern::Var(Some(WITH_OTHER.to_owned()), span);
+    let inner = with_steps_cases(
+        steps,
+        at(ExprKind::Tuple(vec![atom(WITH_DONE), value])),
+        span,
+    );
     let unmatched = at(ExprKind::Var(WITH_OTHER.to_owned()));
     let on_else = if otherwise.is_empty() {
         unmatched

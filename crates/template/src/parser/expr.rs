@@ -1,11 +1,12 @@
 //! Expressions: a cursor over one tag's tokens and precedence climbing with Elixir's operator
 //! table. The pipe is rewritten here (`a |> f(b)` is `f(a, b)`), and so is the one-line `if`.
 
-use crate::ast::{BinOp, Expr, ExprKind, Span, UnOp};
+use crate::ast::{BinOp, BlockClause, Expr, ExprKind, Span, UnOp};
 use crate::lexer::{Part, SyntaxError, Tok, Token};
 use crate::value::Value;
 
 use super::MAX_NESTING;
+use super::blocks::FN_BLOCK;
 use super::height::{height, too_deep};
 
 /// A cursor over the tokens of one tag (or of one `#{...}`).
@@ -15,6 +16,8 @@ pub(super) struct Parser {
     /// Offset of the end of the tag's contents, for "expected ... here" errors at the end.
     pub(super) end: usize,
     pub(super) depth: usize,
+    /// The clauses of a `fn` spanning tags, taken where [`FN_BLOCK`] stands in the tokens.
+    pub(super) block: Option<Vec<BlockClause>>,
 }
 
 /// The name of the call `last//step` builds, until `first..` takes it in.
@@ -199,6 +202,7 @@ impl Parser {
             pos: 0,
             end,
             depth: 0,
+            block: None,
         }
     }
 
@@ -460,6 +464,10 @@ impl Parser {
             "with" => self.with_expr(span),
             "fn" => self.anonymous_fn(span),
             "for" => self.comprehension(span),
+            FN_BLOCK if self.block.is_some() => Ok(Expr {
+                kind: ExprKind::FnBlock(self.block.take().unwrap_or_default()),
+                span,
+            }),
             _ if is_keyword(&w) => Err(SyntaxError::new(span, format!("unexpected keyword `{w}`"))),
             _ => {
                 if matches!(self.peek(), Some(Tok::Sym("("))) && self.here().start == span.end {

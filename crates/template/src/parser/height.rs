@@ -64,6 +64,15 @@ pub(super) fn height(e: &Expr, limit: usize) -> usize {
             })
             .max()
             .unwrap_or(0),
+        // The bodies are tags of their own, each measured when it was read.
+        ExprKind::FnBlock(clauses) => clauses
+            .iter()
+            .map(|c| {
+                let params = c.params.iter().map(|p| pattern_height(p, below));
+                params.max().unwrap_or(0).max(c.guard.as_ref().map_or(0, h))
+            })
+            .max()
+            .unwrap_or(0),
         ExprKind::For { qualifiers, body } => qualifiers
             .iter()
             .map(|q| match q {

@@ -19,33 +19,7 @@ impl Parser {
         let mut clauses: Vec<FnClause> = Vec::new();
         loop {
             let start = self.here();
-            let mut params = Vec::new();
-            if !matches!(self.peek(), Some(Tok::Sym("->"))) && self.peek_word() != Some("when") {
-                loop {
-                    params.push(to_pattern(self.expr()?)?);
-                    if !self.eat_sym(",") {
-                        break;
-                    }
-                }
-            }
-            let guard = if self.peek_word() == Some("when") {
-                self.pos += 1;
-                Some(self.expr()?)
-            } else {
-                None
-            };
-            if !self.eat_sym("->") {
-                return Err(SyntaxError::new(
-                    self.here(),
-                    "expected `->` after a `fn`'s parameters",
-                ));
-            }
-            if params.len() > MAX_PARAMS {
-                return Err(SyntaxError::new(
-                    start,
-                    format!("a `fn` takes at most {MAX_PARAMS} parameters"),
-                ));
-            }
+            let (params, guard) = self.fn_head(span)?;
             if let Some(first) = clauses.first()
                 && first.params.len() != params.len()
             {
@@ -54,7 +28,6 @@ impl Parser {
                     "the clauses of a `fn` must take the same number of parameters",
                 ));
             }
-            check_bindings(&Pattern::Tuple(params.clone(), span))?;
             let body = self.expr()?;
             clauses.push(FnClause {
                 params,
@@ -78,6 +51,43 @@ impl Parser {
             span: span.to(self.tokens[self.pos - 1].span),
             kind: ExprKind::Fn(clauses),
         })
+    }
+
+    /// A `fn` clause's head: `params [when guard] ->`, `->` consumed; `span` is the `fn`'s.
+    pub(super) fn fn_head(
+        &mut self,
+        span: Span,
+    ) -> Result<(Vec<Pattern>, Option<Expr>), SyntaxError> {
+        let start = self.here();
+        let mut params = Vec::new();
+        if !matches!(self.peek(), Some(Tok::Sym("->"))) && self.peek_word() != Some("when") {
+            loop {
+                params.push(to_pattern(self.expr()?)?);
+                if !self.eat_sym(",") {
+                    break;
+                }
+            }
+        }
+        let guard = if self.peek_word() == Some("when") {
+            self.pos += 1;
+            Some(self.expr()?)
+        } else {
+            None
+        };
+        if !self.eat_sym("->") {
+            return Err(SyntaxError::new(
+                self.here(),
+                "expected `->` after a `fn`'s parameters",
+            ));
+        }
+        if params.len() > MAX_PARAMS {
+            return Err(SyntaxError::new(
+                start,
+                format!("a `fn` takes at most {MAX_PARAMS} parameters"),
+            ));
+        }
+        check_bindings(&Pattern::Tuple(params.clone(), span))?;
+        Ok((params, guard))
     }
 
     /// A capture after `&` (at `span`): `&Module.fun/2`, `&fun/1`, or an expression using
@@ -142,14 +152,11 @@ impl Parser {
     }
 
     /// `pattern <- expr, filter, pattern <- expr ...` after `for`, up to `do` (a block's, when
-    /// `one_line` is false, consumed) or `, do:` (a comprehension's, `do:` consumed).
-    pub(super) fn qualifiers(&mut self, one_line: bool) -> Result<Vec<Qualifier>, SyntaxError> {
-        Ok(self.qualifiers_into(one_line)?.0)
-    }
-
-    /// [`Parser::qualifiers`], and for the one-line form the collectable of `into: x` written
-    /// before `do:` (`for x <- xs, into: "", do: ...`).
-    fn qualifiers_into(
+    /// `one_line` is false, consumed) or `, do:` (a comprehension's, `do:` consumed), and the
+    /// collectable of `into: x` written before `do` or `do:` (`for x <- xs, into: "", do: ...`).
+    /// `pattern = var <- list` binds both (as `var <- list, pattern <- [var]`: elements not
+    /// matching are skipped).
+    pub(super) fn qualifiers_into(
         &mut self,
         one_line: bool,
     ) -> Result<(Vec<Qualifier>, Option<Expr>), SyntaxError> {
@@ -157,7 +164,17 @@ impl Parser {
         let mut into = None;
         loop {
             let e = self.expr()?;
-            if self.eat_sym("<-") {
+            if self.eat_sym("=") {
+                let right = self.expr()?;
+                if !self.eat_sym("<-") {
+                    return Err(SyntaxError::new(
+                        self.here(),
+                        "expected `<-` after `pattern = variable` in a `for`",
+                    ));
+                }
+                let list = self.expr()?;
+                aliased_generator(e, right, list, &mut out)?;
+            } else if self.eat_sym("<-") {
                 if let ExprKind::Var(name) = &e.kind
                     && is_keyword(name)
                 {
@@ -176,9 +193,13 @@ impl Parser {
                 return Ok((out, into));
             }
             self.expect_sym(",")?;
-            if one_line && matches!(self.peek(), Some(Tok::Key(k)) if k == "into") {
+            if matches!(self.peek(), Some(Tok::Key(k)) if k == "into") {
                 self.pos += 1;
                 into = Some(self.expr()?);
+                if !one_line {
+                    self.expect_word("do")?;
+                    return Ok((out, into));
+                }
                 if !self.eat_sym(",") || !matches!(self.peek(), Some(Tok::Key(k)) if k == "do") {
                     return Err(SyntaxError::new(
                         self.here(),
@@ -277,6 +298,44 @@ impl Parser {
     }
 }
 
+/// The variable an aliased generator binds when neither side of its `=` is one: `_` names
+/// are never bound by a template's patterns, so no template variable is this one.
+const ALIASED: &str = "_for";
+
+/// `left = right <- list` as generators: the side that is a variable (or a hidden one) over
+/// `list`, then each other side over the one-element list of that variable.
+fn aliased_generator(
+    left: Expr,
+    right: Expr,
+    list: Expr,
+    out: &mut Vec<Qualifier>,
+) -> Result<(), SyntaxError> {
+    let span = left.span.to(right.span);
+    let (left, right) = (to_pattern(left)?, to_pattern(right)?);
+    check_bindings(&Pattern::Tuple(vec![left.clone(), right.clone()], span))?;
+    let ((name, at), others) = match (left, right) {
+        (Pattern::Var(Some(name), at), p) | (p, Pattern::Var(Some(name), at)) => {
+            ((name, at), vec![p])
+        }
+        (a, b) => ((ALIASED.to_owned(), span), vec![a, b]),
+    };
+    out.push(Qualifier::Gen(Pattern::Var(Some(name.clone()), at), list));
+    for p in others {
+        let var = Expr {
+            kind: ExprKind::Var(name.clone()),
+            span: at,
+        };
+        out.push(Qualifier::Gen(
+            p,
+            Expr {
+                kind: ExprKind::List(vec![var]),
+                span: at,
+            },
+        ));
+    }
+    Ok(())
+}
+
 /// Marks in `seen` the capture arguments `&N` that `e` uses (not those of a nested function).
 fn placeholders(e: &Expr, seen: &mut [bool]) -> Result<(), SyntaxError> {
     let mut walk = |e: &Expr| placeholders(e, seen);
@@ -295,7 +354,7 @@ fn placeholders(e: &Expr, seen: &mut [bool]) -> Result<(), SyntaxError> {
             }
             Ok(())
         }
-        ExprKind::Lit(_) | ExprKind::Assign(_) | ExprKind::Fn(_) => Ok(()),
+        ExprKind::Lit(_) | ExprKind::Assign(_) | ExprKind::Fn(_) | ExprKind::FnBlock(_) => Ok(()),
         ExprKind::Case { subject, clauses } => {
             walk(subject)?;
             for c in clauses {

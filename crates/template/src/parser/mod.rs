@@ -1,9 +1,10 @@
 //! Parser: tags and text to a tree of [`Node`]s, with block structure (`for`, `if`, `unless`,
 //! `case`, `cond`, `else`, `->` clauses, `end`) checked. Expressions are parsed in `expr.rs`
 //! (`if` and `case` inside one expression in `conditional.rs`, lists, tuples and maps in
-//! `collections.rs`),
-//! patterns checked in `pattern.rs`.
+//! `collections.rs`), patterns checked in `pattern.rs`; `fn` and `with` blocks over several
+//! tags are read in `blocks.rs`.
 
+mod blocks;
 mod collections;
 mod conditional;
 mod expr;
@@ -14,6 +15,7 @@ mod sigil;
 
 use crate::ast::{Clause, Expr, ExprKind, Node, Pattern, Qualifier, Span};
 use crate::lexer::{Piece, SyntaxError, TagKind, Tok, Token, split, tokenize};
+use blocks::{OpenFn, OpenWith, clause_head, for_into};
 use expr::Parser;
 use pattern::{check_bindings, to_pattern};
 
@@ -30,6 +32,7 @@ use pattern::{check_bindings, to_pattern};
 /// with a 256 KiB stack.
 pub(crate) const MAX_NESTING: usize = 64;
 
+pub(crate) use conditional::WITH_OTHER;
 pub(crate) use expr::{STEP, STEPPED_RANGE};
 pub(crate) use height::too_deep;
 
@@ -44,7 +47,8 @@ struct Open {
 }
 
 enum OpenKind {
-    For(Vec<Qualifier>),
+    /// The qualifiers, and the collectable of `into: x`.
+    For(Vec<Qualifier>, Option<Expr>),
     /// `bind`: `if name = value do`, the variable `cond` is bound to (see [`bound_if`]).
     If {
         cond: Expr,
@@ -61,12 +65,16 @@ enum OpenKind {
         clauses: Vec<(Expr, Vec<Node>)>,
         pending: Option<Expr>,
     },
+    Fn(OpenFn),
+    With(OpenWith),
 }
 
 impl OpenKind {
     fn word(&self) -> &'static str {
         match self {
-            OpenKind::For(_) => "for",
+            OpenKind::For(..) => "for",
+            OpenKind::Fn(_) => "fn",
+            OpenKind::With(_) => "with",
             OpenKind::If { negate: false, .. } => "if",
             OpenKind::If { negate: true, .. } => "unless",
             OpenKind::Case { .. } => "case",
@@ -96,17 +104,30 @@ impl Open {
                     clauses.push((cond, body));
                 }
             }
-            OpenKind::For(_) | OpenKind::If { .. } => self.body = body,
+            OpenKind::For(..) | OpenKind::If { .. } | OpenKind::Fn(_) | OpenKind::With(_) => {
+                self.body = body
+            }
         }
     }
 
-    fn close(mut self) -> Result<Node, SyntaxError> {
+    /// The block's nodes, closed by a `<% end %>` (a `fn` block is closed in [`parse`]).
+    fn close(mut self) -> Result<Vec<Node>, SyntaxError> {
         self.end_clause();
-        Ok(match self.kind {
-            OpenKind::For(qualifiers) => Node::For {
+        Ok(vec![match self.kind {
+            OpenKind::For(qualifiers, None) => Node::For {
                 qualifiers,
                 body: self.body,
             },
+            OpenKind::For(qualifiers, Some(into)) => {
+                return Ok(for_into(qualifiers, into, self.body));
+            }
+            OpenKind::With(with) => with.close(self.body, self.span),
+            OpenKind::Fn(f) => {
+                return Err(SyntaxError::new(
+                    f.at,
+                    "a `fn` spanning tags is closed by `<% end) %>`, its call's closing parenthesis after `end`",
+                ));
+            }
             OpenKind::If {
                 cond,
                 negate,
@@ -168,7 +189,7 @@ impl Open {
                 }
                 Node::Cond { clauses }
             }
-        })
+        }])
     }
 
     /// Where nodes go now: the `else` branch once it has begun.
@@ -200,12 +221,15 @@ fn current<'a>(stack: &'a mut [Open], top: &'a mut Vec<Node>) -> &'a mut Vec<Nod
 
 /// What a tag holds.
 enum Tag {
-    End,
+    /// `end`, and the tokens after it (`end)` closing a `fn` block).
+    End(Vec<Token>),
     Else,
     Open(OpenKind),
     /// `pattern [when guard] ->` (a `case` clause) or `condition ->` (a `cond` clause): the
     /// tokens before `->`.
     Clause(Vec<Token>),
+    /// `fn params ->` ending the tag, after the start of its call: a `fn` block.
+    OpenFn(OpenFn),
     Expr(Expr),
     Bind(crate::ast::Pattern, Expr),
 }
@@ -239,7 +263,7 @@ pub fn parse(src: &str, trim: bool) -> Result<Vec<Node>, SyntaxError> {
         let tokens = tokenize(src, inner)?;
         let tag_span = Span::new(open.start, inner.end + 2);
         match classify(tokens, tag_span)? {
-            Tag::End => {
+            Tag::End(suffix) => {
                 let Some(block) = stack.pop() else {
                     return Err(SyntaxError::new(
                         tag_span,
@@ -247,11 +271,33 @@ pub fn parse(src: &str, trim: bool) -> Result<Vec<Node>, SyntaxError> {
                     ));
                 };
                 let silent = block.silent;
-                let node = block.close()?;
-                // A block opened with `<%` outputs nothing (EEx evaluates it and drops the
-                // value): it is checked, then left out.
-                if !silent {
+                if let OpenKind::Fn(f) = block.kind {
+                    // The call the `fn` is an argument of: its value is output (or, opened
+                    // with `<%`, evaluated and dropped, as EEx does).
+                    let mut p = f.close(block.body, suffix, inner.end);
+                    let node = match expr_tag(&mut p)? {
+                        Tag::Bind(pattern, value) => Node::Bind {
+                            pattern,
+                            value,
+                            output: !silent,
+                        },
+                        Tag::Expr(e) if silent => Node::Exec(e),
+                        Tag::Expr(e) => Node::Output(e),
+                        _ => unreachable!("expr_tag makes expressions and bindings"),
+                    };
                     current(&mut stack, &mut nodes).push(node);
+                } else if let Some(t) = suffix.first() {
+                    return Err(SyntaxError::new(
+                        t.span,
+                        "`end` must stand alone in its tag (only a `fn` block's `end` takes more)",
+                    ));
+                } else {
+                    let closed = block.close()?;
+                    // A block opened with `<%` outputs nothing (EEx evaluates it and drops the
+                    // value): it is checked, then left out.
+                    if !silent {
+                        current(&mut stack, &mut nodes).extend(closed);
+                    }
                 }
             }
             Tag::Else => match stack.last_mut() {
@@ -259,6 +305,13 @@ pub fn parse(src: &str, trim: bool) -> Result<Vec<Node>, SyntaxError> {
                     (OpenKind::If { .. }, None) => open.otherwise = Some(Vec::new()),
                     (OpenKind::If { .. }, Some(_)) => {
                         return Err(SyntaxError::new(tag_span, "a second `else` in one block"));
+                    }
+                    (OpenKind::With(_), _) => {
+                        return Err(SyntaxError::new(
+                            tag_span,
+                            "a `with`'s `else` takes its first clause in the same tag, as EEx \
+                             wants: `<% else {:error, reason} -> %>`",
+                        ));
                     }
                     (other, _) => {
                         return Err(SyntaxError::new(
@@ -281,22 +334,54 @@ pub fn parse(src: &str, trim: bool) -> Result<Vec<Node>, SyntaxError> {
                         "a `->` clause outside a `case` or `cond` block",
                     ));
                 };
-                open.end_clause();
                 let end = tokens.last().map_or(tag_span.end, |t| t.span.end);
-                let mut p = Parser::new(tokens, end);
+                let starts_else = matches!(
+                    tokens.first(),
+                    Some(Token { tok: Tok::Ident(w), .. }) if w == "else"
+                );
                 match &mut open.kind {
-                    OpenKind::Case { pending, .. } => {
-                        let pattern = to_pattern(p.expr()?)?;
-                        check_bindings(&pattern)?;
-                        let guard = if p.peek_word() == Some("when") {
-                            p.pos += 1;
-                            Some(p.expr()?)
-                        } else {
-                            None
-                        };
-                        *pending = Some((pattern, guard));
+                    OpenKind::With(with) if starts_else => {
+                        let body = std::mem::take(&mut open.body);
+                        with.begin_else(tokens[1..].to_vec(), body, tag_span)?;
                     }
-                    OpenKind::Cond { pending, .. } => *pending = Some(p.expr()?),
+                    _ if starts_else => {
+                        return Err(SyntaxError::new(
+                            tag_span,
+                            format!("`{}` has no `else ... ->` clauses", open.kind.word()),
+                        ));
+                    }
+                    OpenKind::With(with) => {
+                        let body = std::mem::take(&mut open.body);
+                        with.clause(tokens, body, tag_span)?;
+                    }
+                    OpenKind::Fn(f) => {
+                        let body = std::mem::take(&mut open.body);
+                        let mut tokens = tokens;
+                        tokens.push(Token {
+                            tok: Tok::Sym("->"),
+                            span: Span::new(end, end),
+                            after_break: false,
+                        });
+                        f.clause(tokens, body, end)?;
+                    }
+                    OpenKind::Case { .. } => {
+                        let head = clause_head(tokens, end)?;
+                        open.end_clause();
+                        if let OpenKind::Case { pending, .. } = &mut open.kind {
+                            *pending = Some(head);
+                        }
+                    }
+                    OpenKind::Cond { .. } => {
+                        let mut p = Parser::new(tokens, end);
+                        let cond = p.expr()?;
+                        if let Some(t) = p.tokens.get(p.pos) {
+                            return Err(SyntaxError::new(t.span, "unexpected token before `->`"));
+                        }
+                        open.end_clause();
+                        if let OpenKind::Cond { pending, .. } = &mut open.kind {
+                            *pending = Some(cond);
+                        }
+                    }
                     other => {
                         return Err(SyntaxError::new(
                             tag_span,
@@ -304,9 +389,18 @@ pub fn parse(src: &str, trim: bool) -> Result<Vec<Node>, SyntaxError> {
                         ));
                     }
                 }
-                if let Some(t) = p.tokens.get(p.pos) {
-                    return Err(SyntaxError::new(t.span, "unexpected token before `->`"));
+            }
+            Tag::OpenFn(f) => {
+                if stack.len() >= MAX_NESTING {
+                    return Err(too_deep(tag_span, "blocks"));
                 }
+                stack.push(Open {
+                    kind: OpenKind::Fn(f),
+                    span: tag_span,
+                    silent: kind == TagKind::Exec,
+                    body: Vec::new(),
+                    otherwise: None,
+                });
             }
             Tag::Open(block) => {
                 if stack.len() >= MAX_NESTING {
@@ -346,10 +440,14 @@ pub fn parse(src: &str, trim: bool) -> Result<Vec<Node>, SyntaxError> {
         }
     }
     if let Some(open) = stack.pop() {
+        let end = match open.kind {
+            OpenKind::Fn(_) => "end)",
+            _ => "end",
+        };
         return Err(SyntaxError::new(
             open.span,
             format!(
-                "`{}` block is never closed with `<% end %>`",
+                "`{}` block is never closed with `<% {end} %>`",
                 open.kind.word()
             ),
         ));
@@ -370,7 +468,7 @@ fn classify(tokens: Vec<Token>, tag_span: Span) -> Result<Tag, SyntaxError> {
     };
     match (first.as_deref(), tokens.len()) {
         (_, 0) => return Err(SyntaxError::new(tag_span, "empty tag")),
-        (Some("end"), 1) => return Ok(Tag::End),
+        (Some("end"), 1) => return Ok(Tag::End(Vec::new())),
         (Some("else"), 1) => return Ok(Tag::Else),
         _ => {}
     }
@@ -381,6 +479,9 @@ fn classify(tokens: Vec<Token>, tag_span: Span) -> Result<Tag, SyntaxError> {
             ..
         })
     ) {
+        if let Some(open) = OpenFn::open(&tokens) {
+            return Ok(Tag::OpenFn(open?));
+        }
         let mut tokens = tokens;
         tokens.pop();
         if tokens.is_empty() {
@@ -394,7 +495,14 @@ fn classify(tokens: Vec<Token>, tag_span: Span) -> Result<Tag, SyntaxError> {
     let tag = match first.as_deref() {
         Some("for") if ends_with_do => {
             p.pos = 1;
-            Tag::Open(OpenKind::For(p.qualifiers(false)?))
+            let (qualifiers, into) = p.qualifiers_into(false)?;
+            Tag::Open(OpenKind::For(qualifiers, into))
+        }
+        Some("with") if ends_with_do => {
+            p.pos = 1;
+            let steps = p.with_steps()?;
+            p.expect_word("do")?;
+            Tag::Open(OpenKind::With(OpenWith::new(steps)))
         }
         Some(w @ ("if" | "unless")) if ends_with_do => {
             p.pos = 1;
@@ -426,32 +534,37 @@ fn classify(tokens: Vec<Token>, tag_span: Span) -> Result<Tag, SyntaxError> {
                 pending: None,
             })
         }
-        Some(w @ ("end" | "else" | "do")) => {
+        Some("end") => return Ok(Tag::End(p.tokens.split_off(1))),
+        Some(w @ ("else" | "do")) => {
             return Err(SyntaxError::new(
                 p.tokens[0].span,
                 format!("`{w}` must stand alone in its tag"),
             ));
         }
-        _ => {
-            let e = p.expr()?;
-            if p.eat_sym("=") {
-                let pattern = to_pattern(e)?;
-                check_bindings(&pattern)?;
-                let value = p.expr()?;
-                end_of_tag(&p)?;
-                return Ok(Tag::Bind(pattern, value));
-            }
-            if p.peek_word() == Some("do") {
-                return Err(SyntaxError::new(
-                    p.tokens[p.pos].span,
-                    "only `for`, `if`, `unless`, `case` and `cond` open blocks",
-                ));
-            }
-            Tag::Expr(e)
-        }
+        _ => return expr_tag(&mut p),
     };
     end_of_tag(&p)?;
     Ok(tag)
+}
+
+/// A tag holding an expression, or a binding `pattern = expr`, all of `p`'s tokens.
+fn expr_tag(p: &mut Parser) -> Result<Tag, SyntaxError> {
+    let e = p.expr()?;
+    if p.eat_sym("=") {
+        let pattern = to_pattern(e)?;
+        check_bindings(&pattern)?;
+        let value = p.expr()?;
+        end_of_tag(p)?;
+        return Ok(Tag::Bind(pattern, value));
+    }
+    if p.peek_word() == Some("do") {
+        return Err(SyntaxError::new(
+            p.tokens[p.pos].span,
+            "only `for`, `if`, `unless`, `case`, `cond` and `with` open blocks",
+        ));
+    }
+    end_of_tag(p)?;
+    Ok(Tag::Expr(e))
 }
 
 /// The variable of `if name = value do` (the flash idiom of Phoenix's generators,
@@ -505,6 +618,11 @@ mod tests {
                 format!("({} {} {})", shape(a), op.symbol(), shape(b))
             }
             ExprKind::Range(a, b) => format!("({}..{})", shape(a), shape(b)),
+            ExprKind::FnBlock(clauses) => clauses
+                .iter()
+                .map(|c| format!("fnblock/{}({} nodes)", c.params.len(), c.body.len()))
+                .collect::<Vec<_>>()
+                .join(";"),
             ExprKind::Fn(clauses) => clauses
                 .iter()
                 .map(|c| {
@@ -699,6 +817,90 @@ mod tests {
                 other => panic!("{other:?}"),
             },
             other => panic!("{other:?}"),
+        }
+    }
+
+    /// `fn` and `with` blocks over several tags, `into:` and aliased generators.
+    #[test]
+    fn blocks_across_tags() {
+        let nodes = parse(
+            "<%= Enum.map(@xs, fn 0 -> %>a<% n when n > 1 -> %>b<%= n %><% end) |> length %>",
+            false,
+        )
+        .unwrap();
+        match &nodes[..] {
+            [Node::Output(e)] => assert_eq!(
+                shape(e),
+                "length(Enum.map(@xs,fnblock/1(1 nodes);fnblock/1(2 nodes)))"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // Opened with `<%`, the call is evaluated and its binding kept.
+        match &parse(
+            "<% rows = Enum.map(@xs, fn x -> %><%= x %><% end) %>",
+            false,
+        )
+        .unwrap()[..]
+        {
+            [Node::Bind { output: false, .. }] => {}
+            other => panic!("{other:?}"),
+        }
+        match &parse("<%= for %{id: id} = row <- @rows do %><% end %>", false).unwrap()[..] {
+            [Node::For { qualifiers, .. }] => assert_eq!(qualifiers.len(), 2),
+            other => panic!("{other:?}"),
+        }
+        match &parse("<%= for x <- @xs, into: \"\" do %><% end %>", false).unwrap()[..] {
+            [Node::Bind { .. }, Node::Output(_), Node::For { .. }] => {}
+            other => panic!("{other:?}"),
+        }
+        match &parse(
+            "<%= with {:ok, x} when x > 1 <- @r do %><%= x %><% else _ -> %>-<% end %>",
+            false,
+        )
+        .unwrap()[..]
+        {
+            [Node::Case { clauses, .. }] => assert_eq!(clauses.len(), 2),
+            other => panic!("{other:?}"),
+        }
+        for (bad, why) in [
+            (
+                "<%= Enum.map(@xs, fn x -> %>a",
+                "`fn` block is never closed with `<% end) %>`",
+            ),
+            ("<%= for x <- @xs do %><% end) %>", "`end` must stand alone"),
+            (
+                "<%= Enum.map(@xs, fn x -> %><% x, y -> %><% end) %>",
+                "same number of parameters",
+            ),
+            (
+                "<%= Enum.map(@xs, fn x -> %><% else %><% end) %>",
+                "`fn` has no `else` branch",
+            ),
+            (
+                "<%= with x <- @x do %><% else %><% end %>",
+                "first clause in the same tag",
+            ),
+            (
+                "<%= with x <- @x do %><% y -> %><% end %>",
+                "follow its `else`",
+            ),
+            (
+                "<%= with x <- @x do %><% else y -> %><% else z -> %><% end %>",
+                "a second `else`",
+            ),
+            (
+                "<%= with x when x <- 1, y when y = 2 do x end %>",
+                "expected `<-` after",
+            ),
+            ("<%= for %{a: x} = x <- @xs do %><% end %>", "bound twice"),
+            (
+                "<%= for %{a: x} = y do %><% end %>",
+                "expected `<-` after `pattern = variable`",
+            ),
+            ("<%= for x <- @xs, into: [] %>", "expected `do:`"),
+        ] {
+            let e = parse(bad, false).unwrap_err();
+            assert!(e.message.contains(why), "{bad}: {}", e.message);
         }
     }
 

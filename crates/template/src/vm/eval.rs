@@ -39,14 +39,14 @@ static NIL: Value = Value::Nil;
 pub(super) struct Eval<'a> {
     /// Runs a partial called inside an expression (the VM's; passed in so that this module
     /// does not depend on the VM that depends on it).
-    partial: RenderPartial,
-    catalog: &'a Catalog,
-    config: &'a Config,
-    prog: &'a Program,
-    frame: &'a Frame,
-    steps: &'a mut u64,
+    pub(super) partial: RenderPartial,
+    pub(super) catalog: &'a Catalog,
+    pub(super) config: &'a Config,
+    pub(super) prog: &'a Program,
+    pub(super) frame: &'a Frame,
+    pub(super) steps: &'a mut u64,
     /// Partial nesting depth of this frame.
-    depth: usize,
+    pub(super) depth: usize,
     /// Parameters of the anonymous functions being called (`vm/higher.rs`), by function slot.
     pub(super) fn_locals: Vec<Value>,
 }
@@ -542,31 +542,9 @@ impl<'a> Eval<'a> {
                 let (target, args) = self.call_args(*partial, args, c.span)?;
                 let target_prog = &self.catalog.programs[target];
                 let frame = Frame::new(target_prog, target, |name| args.get(name));
-                let mut html = IoList::new();
-                let max = self.config.limits.max_output;
-                // The partial's output is a value: it pauses at the memory left too.
-                let room = usize::try_from(budget::left()).unwrap_or(usize::MAX);
-                let done = (self.partial)(
-                    self.catalog,
-                    self.config,
-                    frame,
-                    self.steps,
-                    self.depth,
-                    &mut html,
-                    max.min(room).saturating_add(1),
-                );
-                if !done? {
-                    if room < max {
-                        return Err(self.memory_limit(c.span));
-                    }
-                    return Err(self.err(
-                        ErrorKind::Limit,
-                        c.span,
-                        format!("output exceeds the limit of {max} bytes"),
-                    ));
-                }
-                Cow::Owned(Value::safe(html))
+                Cow::Owned(self.nested(frame, c.span)?)
             }
+            CodeKind::Block(b) => Cow::Owned(self.block(b, c.span)?),
         })
     }
 

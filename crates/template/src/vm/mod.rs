@@ -4,6 +4,7 @@
 //! variables), never the output.
 
 mod append;
+mod block;
 mod eval;
 mod frame;
 mod higher;
@@ -475,9 +476,9 @@ impl<'c> Vm<'c> {
                             }
                         }
                     }
-                    Op::NoClause { slot, span } => {
+                    Op::NoClause { slot, span, with } => {
                         let v = slot.and_then(|s| frame.locals.get(s));
-                        return Err(no_clause(prog, v, *span));
+                        return Err(no_clause(prog, v, *span, *with));
                     }
                     Op::Call {
                         partial,
@@ -549,11 +550,13 @@ fn no_match(prog: &Program, v: &Value, span: Span) -> Error {
     )
 }
 
-/// The error of a `case` (`v` is its subject) or `cond` (`None`) none of whose clauses applied.
+/// The error of a `case` (`v` is its subject; `with`: a `with`'s `else`) or `cond` (`None`)
+/// none of whose clauses applied.
 #[cold]
 #[inline(never)]
-fn no_clause(prog: &Program, v: Option<&Value>, span: Span) -> Error {
+fn no_clause(prog: &Program, v: Option<&Value>, span: Span, with: bool) -> Error {
     let message = match v {
+        Some(v) if with => format!("no `with` clause matches {}", describe(v)),
         Some(v) => format!("no `case` clause matches {}", describe(v)),
         None => "no `cond` clause is truthy".to_owned(),
     };
