@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::value::Value;
 
 /// A shared list of values: a view of the first `len` elements of a buffer. Views made by
-/// [`List::append_unique`] share one buffer; the elements past a view's end are not its own.
+/// `acc ++ tail` in place share one buffer; the elements past a view's end are not its own.
 #[derive(Clone, Default)]
 pub struct List {
     buf: Arc<Vec<Value>>,

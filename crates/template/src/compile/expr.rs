@@ -422,26 +422,12 @@ impl Names<'_> {
                     self.fn_block(clauses, a.span)?
                 }
                 (ExprKind::FnBlock(clauses), Some(f)) => {
-                    return Err(SyntaxError::new(
-                        a.span,
-                        format!(
-                            "`{}` calls this function with {} argument(s); it takes {}",
-                            b.name(),
-                            f.arity,
-                            clauses[0].params.len()
-                        ),
-                    ));
+                    let takes = clauses[0].params.len();
+                    return Err(arity_mismatch(b, f.arity, takes, a.span));
                 }
                 (ExprKind::Fn(clauses), Some(f)) => {
-                    return Err(SyntaxError::new(
-                        a.span,
-                        format!(
-                            "`{}` calls this function with {} argument(s); it takes {}",
-                            b.name(),
-                            f.arity,
-                            clauses[0].params.len()
-                        ),
-                    ));
+                    let takes = clauses[0].params.len();
+                    return Err(arity_mismatch(b, f.arity, takes, a.span));
                 }
                 (_, Some(f)) if !f.or_order => {
                     return Err(SyntaxError::new(
@@ -658,4 +644,16 @@ fn literal_regex(args: &[Expr]) -> Result<Option<Value>, SyntaxError> {
         Ok(r) => Ok(Some(Value::Regex(std::sync::Arc::new(r)))),
         Err(m) => Err(SyntaxError::new(args[0].span, m)),
     }
+}
+
+/// The error of passing built-in `b` a function of `takes` parameters where it calls it with
+/// `calls` arguments.
+fn arity_mismatch(b: Builtin, calls: usize, takes: usize, span: Span) -> SyntaxError {
+    SyntaxError::new(
+        span,
+        format!(
+            "`{}` calls this function with {calls} argument(s); it takes {takes}",
+            b.name()
+        ),
+    )
 }
