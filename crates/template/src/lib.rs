@@ -53,7 +53,7 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 592
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 598
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
 //! reproducing Phoenix.HTML's) and compares the bytes, each also with `trim: true`; the
 //! differences left are listed below.
@@ -136,23 +136,25 @@
 //!   index and a count or a range, `into` a map or a list, `chunk_every` a step and a leftover
 //!   (`:discard` or a list to pad with)), and with a function (`find` with a default too)
 //!   `Enum.map/filter/reject/find/find_index/any?/all?/count/flat_map/sort_by/sort/reduce/
-//!   map_join/map_intersperse/min_by/max_by/uniq_by/take_while/drop_while/group_by/each`;
+//!   map_join/map_intersperse/min_by/max_by/uniq_by/take_while/drop_while/group_by/each/
+//!   split_with`;
 //!   `String.length/upcase/downcase/capitalize/trim/trim_leading/
 //!   trim_trailing/split/replace/contains?/starts_with?/ends_with?/duplicate/pad_leading/
-//!   pad_trailing/reverse/slice/first/last/at/to_integer/graphemes` (`slice` with a range too;
+//!   pad_trailing/reverse/slice/first/last/at/to_integer/graphemes/codepoints` (`slice` with a range too;
 //!   `trim`, `trim_leading` and `trim_trailing` with a string to strip the repeats of too;
 //!   `split` with `trim: true` and `parts: n`; `split`, `contains?`, `starts_with?` and
 //!   `ends_with?` with a list of patterns too; `replace` with an empty pattern puts the
 //!   replacement around each code point; `capitalize` titlecases, so `ǆ` is `ǅ` and `ß` `Ss`);
 //!   `Integer.to_string/1,2` (a base from 2 to 36), `Integer.parse/digits`;
-//!   `Float.round/floor/ceil/to_string` (the first three with a precision too);
+//!   `Float.round/floor/ceil/to_string` (the first three with a precision too), `Float.parse`;
 //!   `:erlang.float_to_binary(x, decimals: n)` (also with `:compact`: `[{:decimals, 4},
 //!   :compact]`; prices, rounded as the Erlang VM rounds them: `0.075` with 2 decimals is
 //!   `0.08`, though the float is a little below 0.075); `Map.get/has_key?/keys/values/new/put/
 //!   put_new/merge/delete/drop/take/update/fetch/to_list` (`new` with a function too, `update`
 //!   takes one; `fetch` gives `{:ok, v}` or `:error`); `Keyword.get/put/merge/delete/has_key?/
 //!   fetch/keys`;
-//!   `List.first/last/flatten`; `raw(x)` and `Phoenix.HTML.raw(x)` (no escaping); functions
+//!   `List.first/last/flatten/duplicate`; `get_in(data, [keys])` (maps and keyword lists);
+//!   `raw(x)` and `Phoenix.HTML.raw(x)` (no escaping); functions
 //!   registered from Rust ([`EngineBuilder::function`]); and
 //!   partials as phx.gen.html writes them: `render("row.html.eex", key: value)`,
 //!   `render "form.html", Map.put(assigns, :action, @path)`, `render "row.html",

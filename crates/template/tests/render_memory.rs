@@ -111,6 +111,17 @@ fn one_huge_duplicate_is_refused_before_it_is_allocated() {
 }
 
 #[test]
+fn a_huge_list_duplicate_is_refused_before_it_is_allocated() {
+    let t = std::time::Instant::now();
+    let r = render("<%= List.duplicate(:x, @n) |> length %>", 1 << 40);
+    assert_memory_limit(r, t);
+    assert_eq!(
+        render("<%= List.duplicate(:x, @n) |> length %>", 1000).unwrap(),
+        "1000"
+    );
+}
+
+#[test]
 fn a_stream_has_the_budget_for_each_chunk() {
     let engine = Engine::from_source(
         "t.eex",

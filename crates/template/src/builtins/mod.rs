@@ -11,6 +11,7 @@ mod inspect;
 mod integer;
 pub(crate) mod maps;
 mod re;
+mod table;
 mod text;
 mod titlecase;
 
@@ -18,6 +19,7 @@ use crate::float::{MAX_DECIMALS, float_string, float_to_decimals};
 use crate::ops::{describe, to_string};
 use crate::value::Value;
 use floats::{Rounding, compacted, float_options, round_half_up, round_toward};
+use table::TABLE;
 
 /// A built-in function. `name/arity` in Elixir's spelling is [`Builtin::name`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +113,11 @@ pub(crate) enum Builtin {
     ListFlatten,
     /// `String.graphemes/1` (code points: see the crate docs).
     StringGraphemes,
+    StringCodepoints,
+    ListDuplicate,
+    EnumSplitWith,
+    FloatParse,
+    GetIn,
     /// `inspect/1`, as Elixir prints values.
     Inspect,
     /// `Integer.to_string(n, base)`.
@@ -194,155 +201,6 @@ pub(crate) struct FunctionArg {
     pub(crate) or_order: bool,
 }
 
-/// The names and arities each built-in answers to.
-const TABLE: &[(&str, &[usize], Builtin)] = &[
-    ("to_string", &[1], Builtin::ToString),
-    ("Kernel.to_string", &[1], Builtin::ToString),
-    ("String.Chars.to_string", &[1], Builtin::ToString),
-    ("Integer.to_string", &[1], Builtin::ToString),
-    ("Float.to_string", &[1], Builtin::ToString),
-    ("Atom.to_string", &[1], Builtin::ToString),
-    ("length", &[1], Builtin::Length),
-    ("div", &[2], Builtin::Div),
-    ("rem", &[2], Builtin::Rem),
-    ("abs", &[1], Builtin::Abs),
-    ("round", &[1], Builtin::Round),
-    ("trunc", &[1], Builtin::Trunc),
-    ("max", &[2], Builtin::Max),
-    ("min", &[2], Builtin::Min),
-    ("hd", &[1], Builtin::Hd),
-    ("tl", &[1], Builtin::Tl),
-    ("elem", &[2], Builtin::Elem),
-    ("is_nil", &[1], Builtin::IsNil),
-    ("is_binary", &[1], Builtin::IsBinary),
-    ("is_integer", &[1], Builtin::IsInteger),
-    ("is_float", &[1], Builtin::IsFloat),
-    ("is_number", &[1], Builtin::IsNumber),
-    ("is_list", &[1], Builtin::IsList),
-    ("is_map", &[1], Builtin::IsMap),
-    ("is_atom", &[1], Builtin::IsAtom),
-    ("is_boolean", &[1], Builtin::IsBoolean),
-    ("is_tuple", &[1], Builtin::IsTuple),
-    ("map_size", &[1], Builtin::MapSize),
-    ("tuple_size", &[1], Builtin::TupleSize),
-    ("byte_size", &[1], Builtin::ByteSize),
-    ("upcase", &[1], Builtin::Upcase),
-    ("String.upcase", &[1], Builtin::Upcase),
-    ("downcase", &[1], Builtin::Downcase),
-    ("String.downcase", &[1], Builtin::Downcase),
-    ("Enum.count", &[1], Builtin::EnumCount),
-    ("Enum.join", &[1, 2], Builtin::EnumJoin),
-    ("Enum.at", &[2, 3], Builtin::EnumAt),
-    ("Enum.reverse", &[1], Builtin::EnumReverse),
-    ("Enum.sum", &[1], Builtin::EnumSum),
-    ("Enum.min", &[1], Builtin::EnumMin),
-    ("Enum.max", &[1], Builtin::EnumMax),
-    ("Enum.sort", &[1], Builtin::EnumSort),
-    ("Enum.uniq", &[1], Builtin::EnumUniq),
-    ("Enum.take", &[2], Builtin::EnumTake),
-    ("Enum.drop", &[2], Builtin::EnumDrop),
-    ("Enum.empty?", &[1], Builtin::EnumEmpty),
-    ("Enum.member?", &[2], Builtin::EnumMember),
-    ("Enum.with_index", &[1, 2], Builtin::EnumWithIndex),
-    ("Enum.to_list", &[1], Builtin::EnumToList),
-    ("Enum.concat", &[2], Builtin::EnumConcat),
-    ("Enum.zip", &[2], Builtin::EnumZip),
-    ("Enum.chunk_every", &[2, 3, 4], Builtin::EnumChunkEvery),
-    ("Enum.slice", &[3], Builtin::EnumSlice),
-    ("Enum.slice", &[2], Builtin::EnumSliceRange),
-    ("String.length", &[1], Builtin::StringLength),
-    ("String.capitalize", &[1], Builtin::StringCapitalize),
-    ("String.trim", &[1, 2], Builtin::StringTrim),
-    ("String.trim_leading", &[1, 2], Builtin::StringTrimLeading),
-    ("String.trim_trailing", &[1, 2], Builtin::StringTrimTrailing),
-    ("String.split", &[1, 2, 3], Builtin::StringSplit),
-    ("String.replace", &[3, 4], Builtin::StringReplace),
-    ("String.contains?", &[2], Builtin::StringContains),
-    ("String.starts_with?", &[2], Builtin::StringStartsWith),
-    ("String.ends_with?", &[2], Builtin::StringEndsWith),
-    ("String.duplicate", &[2], Builtin::StringDuplicate),
-    ("String.pad_leading", &[2, 3], Builtin::StringPadLeading),
-    ("String.pad_trailing", &[2, 3], Builtin::StringPadTrailing),
-    ("String.reverse", &[1], Builtin::StringReverse),
-    ("String.slice", &[3], Builtin::StringSlice),
-    ("String.slice", &[2], Builtin::StringSliceRange),
-    ("String.first", &[1], Builtin::StringFirst),
-    ("String.last", &[1], Builtin::StringLast),
-    ("String.at", &[2], Builtin::StringAt),
-    ("String.to_integer", &[1], Builtin::StringToInteger),
-    ("Integer.parse", &[1], Builtin::IntegerParse),
-    ("Float.round", &[1, 2], Builtin::FloatRound),
-    (":erlang.float_to_binary", &[2], Builtin::FloatToBinary),
-    ("Float.floor", &[1, 2], Builtin::FloatFloor),
-    ("Float.ceil", &[1, 2], Builtin::FloatCeil),
-    ("Map.get", &[2, 3], Builtin::MapGet),
-    ("Map.has_key?", &[2], Builtin::MapHasKey),
-    ("Keyword.get", &[2, 3], Builtin::KeywordGet),
-    ("..//", &[3], Builtin::RangeStep),
-    ("Map.keys", &[1], Builtin::MapKeys),
-    ("Map.values", &[1], Builtin::MapValues),
-    ("List.first", &[1], Builtin::ListFirst),
-    ("List.last", &[1], Builtin::ListLast),
-    ("List.flatten", &[1], Builtin::ListFlatten),
-    ("Enum.map", &[2], Builtin::EnumMap),
-    ("Enum.filter", &[2], Builtin::EnumFilter),
-    ("Enum.reject", &[2], Builtin::EnumReject),
-    ("Enum.find", &[2, 3], Builtin::EnumFind),
-    ("Enum.find_index", &[2], Builtin::EnumFindIndex),
-    ("Enum.any?", &[2], Builtin::EnumAnyBy),
-    ("Enum.all?", &[2], Builtin::EnumAllBy),
-    ("Enum.count", &[2], Builtin::EnumCountBy),
-    ("Enum.flat_map", &[2], Builtin::EnumFlatMap),
-    ("Enum.sort_by", &[2, 3], Builtin::EnumSortBy),
-    ("Enum.sort", &[2], Builtin::EnumSortWith),
-    ("Enum.reduce", &[3], Builtin::EnumReduce),
-    ("Enum.map_join", &[2, 3], Builtin::EnumMapJoin),
-    ("Enum.min_by", &[2], Builtin::EnumMinBy),
-    ("Enum.max_by", &[2], Builtin::EnumMaxBy),
-    ("Enum.uniq_by", &[2], Builtin::EnumUniqBy),
-    ("Enum.take_while", &[2], Builtin::EnumTakeWhile),
-    ("Enum.drop_while", &[2], Builtin::EnumDropWhile),
-    ("Enum.group_by", &[2], Builtin::EnumGroupBy),
-    ("Enum.frequencies", &[1], Builtin::EnumFrequencies),
-    ("String.graphemes", &[1], Builtin::StringGraphemes),
-    ("inspect", &[1], Builtin::Inspect),
-    ("Kernel.inspect", &[1], Builtin::Inspect),
-    ("Integer.to_string", &[2], Builtin::IntegerToStringBase),
-    ("Integer.digits", &[1, 2], Builtin::IntegerDigits),
-    ("Enum.intersperse", &[2], Builtin::EnumIntersperse),
-    ("Enum.split", &[2], Builtin::EnumSplit),
-    ("Enum.into", &[2], Builtin::EnumInto),
-    ("Map.new", &[1], Builtin::MapNew),
-    ("Map.new", &[2], Builtin::MapNewBy),
-    ("Enum.map_intersperse", &[3], Builtin::EnumMapIntersperse),
-    ("Enum.each", &[2], Builtin::EnumEach),
-    ("Map.update", &[4], Builtin::MapUpdate),
-    ("Map.put", &[3], Builtin::MapPut),
-    ("Map.put_new", &[3], Builtin::MapPutNew),
-    ("Map.merge", &[2], Builtin::MapMerge),
-    ("Map.delete", &[2], Builtin::MapDelete),
-    ("Map.drop", &[2], Builtin::MapDrop),
-    ("Map.take", &[2], Builtin::MapTake),
-    ("Map.fetch", &[2], Builtin::MapFetch),
-    ("Map.to_list", &[1], Builtin::MapToList),
-    ("Keyword.put", &[3], Builtin::KeywordPut),
-    ("Keyword.merge", &[2], Builtin::KeywordMerge),
-    ("Keyword.delete", &[2], Builtin::KeywordDelete),
-    ("Keyword.has_key?", &[2], Builtin::KeywordHasKey),
-    ("Keyword.fetch", &[2], Builtin::KeywordFetch),
-    ("Keyword.keys", &[1], Builtin::KeywordKeys),
-    ("Regex.compile!", &[1, 2], Builtin::RegexCompile),
-    ("Regex.match?", &[2], Builtin::RegexMatch),
-    ("Regex.run", &[2, 3], Builtin::RegexRun),
-    ("Regex.scan", &[2], Builtin::RegexScan),
-    ("Regex.replace", &[3, 4], Builtin::RegexReplace),
-    ("Regex.split", &[2, 3], Builtin::RegexSplit),
-    ("Regex.named_captures", &[2], Builtin::RegexNamedCaptures),
-    ("Regex.source", &[1], Builtin::RegexSource),
-    ("String.match?", &[2], Builtin::StringMatch),
-    ("=~", &[2], Builtin::MatchOp),
-];
-
 /// The built-in called `name` with `arity` arguments.
 pub(crate) fn lookup(name: &str, arity: usize) -> Option<Builtin> {
     TABLE
@@ -407,6 +265,7 @@ impl Builtin {
                 | B::Inspect
                 | B::RangeStep
                 | B::EnumChunkEvery
+                | B::ListDuplicate
         ) || maps::handles(self)
     }
 
@@ -431,6 +290,7 @@ impl Builtin {
             | B::EnumDropWhile
             | B::EnumGroupBy
             | B::EnumEach
+            | B::EnumSplitWith
             | B::MapNewBy => (1, 1),
             B::MapUpdate => (3, 1),
             B::EnumMapIntersperse => (2, 1),
@@ -666,6 +526,22 @@ pub(crate) fn call(b: Builtin, args: Vec<Value>) -> Result<Value, Failure> {
                 },
             )
         }
+        B::ListDuplicate => {
+            let Value::Int(n) = arg() else {
+                return Err("List.duplicate takes a count: a non-negative integer".to_owned());
+            };
+            let n = usize::try_from(n)
+                .map_err(|_| "List.duplicate takes a count: a non-negative integer".to_owned())?;
+            crate::budget::charge_str(n.saturating_mul(crate::budget::ELEMENT_BYTES))?;
+            Value::list(std::iter::repeat_n(a, n))
+        }
+        B::FloatParse => {
+            let Value::Str(s) = &a else {
+                return Err(expected("a string", &a));
+            };
+            float_parse(s.as_str())
+        }
+        B::GetIn => get_in(a, &arg())?,
         B::IntegerParse => {
             let Value::Str(s) = &a else {
                 return Err(expected("a string", &a));
@@ -715,6 +591,64 @@ pub(crate) fn option<'v>(opts: &'v Value, key: &str) -> Result<Option<&'v Value>
         }
     }
     Ok(None)
+}
+
+/// `Float.parse`: the longest prefix that reads as a float (`"3.5kg"` is `{3.5, "kg"}`, `"7"`
+/// is `{7.0, ""}`, with an exponent `1.5e3`), else `:error`, as Elixir reads it.
+fn float_parse(t: &str) -> Value {
+    let b = t.as_bytes();
+    let digits = |from: usize| b[from..].iter().take_while(|c| c.is_ascii_digit()).count();
+    let sign = usize::from(t.starts_with(['-', '+']));
+    let int = digits(sign);
+    if int == 0 {
+        return Value::atom("error");
+    }
+    let mut end = sign + int;
+    if b.get(end) == Some(&b'.') && digits(end + 1) > 0 {
+        end += 1 + digits(end + 1);
+    }
+    if matches!(b.get(end), Some(b'e' | b'E')) {
+        let s = usize::from(matches!(b.get(end + 1), Some(b'-' | b'+')));
+        let e = digits(end + 1 + s);
+        if e > 0 {
+            end += 1 + s + e;
+        }
+    }
+    match t[..end].parse::<f64>() {
+        Ok(x) if x.is_finite() => {
+            Value::Tuple(vec![Value::Float(x), Value::from(&t[end..])].into())
+        }
+        _ => Value::atom("error"),
+    }
+}
+
+/// `get_in(data, [k1, k2])`: each key read as `data[k]` reads it (a map's string or atom key,
+/// a keyword list's atom key), `nil` once a key is missing or the data is `nil`.
+fn get_in(data: Value, keys: &Value) -> Result<Value, Failure> {
+    let Value::List(keys) = keys else {
+        return Err(expected("a list of keys", keys));
+    };
+    let mut v = data;
+    for k in keys.iter() {
+        v = match (&v, k) {
+            (Value::Nil, _) => return Ok(Value::Nil),
+            (Value::Map(m), Value::Str(s) | Value::Atom(s)) => {
+                m.get(&s.bytes()[..]).cloned().unwrap_or_default()
+            }
+            (Value::Map(_), _) => Value::Nil,
+            (Value::List(items), Value::Atom(_)) => collections::keyword_find(items, k)
+                .cloned()
+                .unwrap_or_default(),
+            (other, _) => {
+                return Err(format!(
+                    "get_in cannot read the key {} of {}",
+                    describe(k),
+                    describe(other)
+                ));
+            }
+        };
+    }
+    Ok(v)
 }
 
 fn float_to_int(x: f64) -> Result<Value, Failure> {

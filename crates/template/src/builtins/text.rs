@@ -33,6 +33,7 @@ pub(super) fn handles(b: Builtin) -> bool {
             | B::StringAt
             | B::StringToInteger
             | B::StringGraphemes
+            | B::StringCodepoints
     )
 }
 
@@ -239,7 +240,9 @@ pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Fa
         B::StringContains => any_pattern(&x, |p| s.contains(p)),
         B::StringStartsWith => any_pattern(&x, |p| s.starts_with(p)),
         B::StringEndsWith => any_pattern(&x, |p| s.ends_with(p)),
-        B::StringGraphemes => Ok(Value::list(chars().map(|c| Value::from(c.to_string())))),
+        B::StringGraphemes | B::StringCodepoints => {
+            Ok(Value::list(chars().map(|c| Value::from(c.to_string()))))
+        }
         B::StringDuplicate => {
             let n = usize::try_from(int(&x)?).map_err(|_| "a negative count".to_owned())?;
             // Charged before it is built: a count from the query cannot allocate gigabytes.

@@ -94,6 +94,17 @@ impl<'a> Eval<'a> {
                     .map_err(|m| fail(self, m))?;
                 Value::Map(std::sync::Arc::new(map))
             }
+            B::EnumSplitWith => {
+                let (mut yes, mut no) = (Vec::new(), Vec::new());
+                for x in items.iter() {
+                    if self.apply(f, &[x])?.is_truthy() {
+                        yes.push(x.clone());
+                    } else {
+                        no.push(x.clone());
+                    }
+                }
+                Value::Tuple(vec![Value::list(yes), Value::list(no)].into())
+            }
             B::EnumFilter | B::EnumReject => {
                 let keep = b == B::EnumFilter;
                 let mut out = Vec::new();
