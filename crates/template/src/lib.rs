@@ -53,7 +53,7 @@
 //!
 //! ## The language
 //! EEx with Phoenix's escaping, and the Elixir expressions templates use, with Elixir's
-//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 598
+//! semantics. `cargo test -p galleon-template --test eex_conformance` renders a corpus of 601
 //! templates (`tests/eex_corpus/`) with galleon and with real EEx (Elixir 1.14, an engine
 //! reproducing Phoenix.HTML's) and compares the bytes, each also with `trim: true`; the
 //! differences left are listed below.
@@ -142,7 +142,7 @@
 //!   trim_trailing/split/replace/contains?/starts_with?/ends_with?/duplicate/pad_leading/
 //!   pad_trailing/reverse/slice/first/last/at/to_integer/graphemes/codepoints` (`slice` with a range too;
 //!   `trim`, `trim_leading` and `trim_trailing` with a string to strip the repeats of too;
-//!   `split` with `trim: true` and `parts: n`; `split`, `contains?`, `starts_with?` and
+//!   `to_integer` with a base too; `split` with `trim: true` and `parts: n`; `split`, `contains?`, `starts_with?` and
 //!   `ends_with?` with a list of patterns too; `replace` with an empty pattern puts the
 //!   replacement around each code point; `capitalize` titlecases, so `ǆ` is `ǅ` and `ß` `Ss`);
 //!   `Integer.to_string/1,2` (a base from 2 to 36), `Integer.parse/digits`;

@@ -278,6 +278,8 @@ pub(crate) struct FnCode {
     pub(crate) arity: usize,
     /// The whole `fn` (or capture), where a parameter mismatch is reported.
     pub(crate) span: Span,
+    /// The `else` clauses of a `with` (read as a `case`): none matching is a `with` error.
+    pub(crate) with_else: bool,
 }
 
 /// One clause: parameter patterns, a guard, the body.

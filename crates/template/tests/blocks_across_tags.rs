@@ -93,6 +93,15 @@ fn errors_are_located() {
         err.starts_with("t.html.eex:1:38: no `with` clause matches the integer 5"),
         "{err}"
     );
+    // The same in one tag.
+    let err = render_err(
+        "<%= with {:ok, n} <- @r do n else {:error, :a} -> \"a\" end %>",
+        r#"{"r": 5}"#,
+    );
+    assert!(
+        err.contains("no `with` clause matches the integer 5"),
+        "{err}"
+    );
     let err = render_err("<p>\n<%= Enum.map(@xs, fn x -> %>\n<%= x %>", "{}");
     assert!(
         err.starts_with("t.html.eex:2:1: `fn` block is never closed with `<% end) %>`"),

@@ -78,7 +78,7 @@ pub(super) const TABLE: &[(&str, &[usize], B)] = &[
     ("String.first", &[1], B::StringFirst),
     ("String.last", &[1], B::StringLast),
     ("String.at", &[2], B::StringAt),
-    ("String.to_integer", &[1], B::StringToInteger),
+    ("String.to_integer", &[1, 2], B::StringToInteger),
     ("Integer.parse", &[1], B::IntegerParse),
     ("Float.round", &[1, 2], B::FloatRound),
     (":erlang.float_to_binary", &[2], B::FloatToBinary),

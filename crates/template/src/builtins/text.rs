@@ -307,10 +307,17 @@ pub(super) fn call(b: Builtin, a: Value, x: Value, y: Value) -> Result<Value, Fa
                 Value::Nil
             })
         }
-        B::StringToInteger => s
-            .parse::<i64>()
-            .map(Value::Int)
-            .map_err(|_| format!("{s:?} is not an integer (or does not fit in 64 bits)")),
+        B::StringToInteger => {
+            // `String.to_integer(s, base)`: a base from 2 to 36, digits in either case.
+            let base = match x {
+                Value::Nil => 10,
+                Value::Int(b) if (2..=36).contains(&b) => b as u32,
+                other => return Err(expected("a base from 2 to 36", &other)),
+            };
+            i64::from_str_radix(s, base)
+                .map(Value::Int)
+                .map_err(|_| format!("{s:?} is not an integer (or does not fit in 64 bits)"))
+        }
         _ => Err(format!("{b:?} is not a string function")),
     }
 }

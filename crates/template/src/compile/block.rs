@@ -98,6 +98,7 @@ impl Names<'_> {
                 clauses: out,
                 slots_end: self.fn_slots,
                 span,
+                with_else: false,
             })),
             span,
         })

@@ -10,6 +10,7 @@ use crate::ast::{BinOp, Expr, ExprKind, FnClause, Pattern, Qualifier, Span};
 use crate::builtins::{self, Builtin};
 use crate::function::Function;
 use crate::lexer::SyntaxError;
+use crate::parser::WITH_OTHER;
 use crate::program::{
     Code, CodeKind, FnClauseCode, FnCode, ForCode, PartialArgs, PatCode, QualCode,
 };
@@ -485,11 +486,11 @@ impl Names<'_> {
     /// which recursion multiplies, stays small.
     #[inline(never)]
     fn case(&mut self, subject: &Expr, clauses: &[FnClause], span: Span) -> R<CodeKind> {
+        let with_else = matches!(&subject.kind, ExprKind::Var(n) if n == WITH_OTHER);
         let subject = self.expr(subject)?;
-        Ok(CodeKind::Case(
-            Box::new(subject),
-            Box::new(self.fn_code(clauses, span)?),
-        ))
+        let mut f = self.fn_code(clauses, span)?;
+        f.with_else = with_else;
+        Ok(CodeKind::Case(Box::new(subject), Box::new(f)))
     }
 
     /// An anonymous function: each clause's parameters bind function slots, seen only in its
@@ -515,6 +516,7 @@ impl Names<'_> {
             clauses: out,
             slots_end: self.fn_slots,
             span,
+            with_else: false,
         })
     }
 

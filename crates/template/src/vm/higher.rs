@@ -408,6 +408,11 @@ impl<'a> Eval<'a> {
         let v = &v;
         match self.first_clause(f, &[v], None)? {
             Ok(out) => Ok(out),
+            Err(_) if f.with_else => Err(self.err(
+                ErrorKind::TypeMismatch,
+                f.span,
+                format!("no `with` clause matches {}", describe(v)),
+            )),
             Err(_) => Err(self.err(
                 ErrorKind::TypeMismatch,
                 f.span,
