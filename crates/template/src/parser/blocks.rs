@@ -124,12 +124,7 @@ pub(super) fn clause_head(
     let mut p = Parser::new(tokens, end);
     let pattern = to_pattern(p.expr()?)?;
     check_bindings(&pattern)?;
-    let guard = if p.peek_word() == Some("when") {
-        p.pos += 1;
-        Some(p.expr()?)
-    } else {
-        None
-    };
+    let guard = p.guard()?;
     if let Some(t) = p.tokens.get(p.pos) {
         return Err(SyntaxError::new(t.span, "unexpected token before `->`"));
     }

@@ -224,12 +224,7 @@ impl Parser {
     fn match_clause(&mut self, what: &str) -> Result<FnClause, SyntaxError> {
         let pattern = to_pattern(self.expr()?)?;
         check_bindings(&pattern)?;
-        let guard = if self.peek_word() == Some("when") {
-            self.pos += 1;
-            Some(self.expr()?)
-        } else {
-            None
-        };
+        let guard = self.guard()?;
         if !self.eat_sym("->") {
             return Err(SyntaxError::new(
                 self.here(),
@@ -303,12 +298,7 @@ impl Parser {
         let mut steps = Vec::new();
         loop {
             let left = self.expr()?;
-            let guard = if self.peek_word() == Some("when") {
-                self.pos += 1;
-                Some(self.expr()?)
-            } else {
-                None
-            };
+            let guard = self.guard()?;
             let falls = self.eat_sym("<-");
             if guard.is_some() && !falls {
                 return Err(SyntaxError::new(

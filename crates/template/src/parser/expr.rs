@@ -217,6 +217,15 @@ impl Parser {
         }
     }
 
+    /// A clause's `when guard`, if it has one.
+    pub(super) fn guard(&mut self) -> Result<Option<Expr>, SyntaxError> {
+        if self.peek_word() != Some("when") {
+            return Ok(None);
+        }
+        self.pos += 1;
+        self.expr().map(Some)
+    }
+
     pub(super) fn here(&self) -> Span {
         match self.tokens.get(self.pos) {
             Some(t) => t.span,

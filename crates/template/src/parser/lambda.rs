@@ -68,12 +68,7 @@ impl Parser {
                 }
             }
         }
-        let guard = if self.peek_word() == Some("when") {
-            self.pos += 1;
-            Some(self.expr()?)
-        } else {
-            None
-        };
+        let guard = self.guard()?;
         if !self.eat_sym("->") {
             return Err(SyntaxError::new(
                 self.here(),
