@@ -1,0 +1,8 @@
+//! galleon-live: server-rendered pages that stay live, speaking Phoenix LiveView's wire protocol.
+//!
+//! A page is rendered on the server (the first paint is plain HTML), then the official
+//! `phoenix` and `phoenix_live_view` JavaScript clients join it over a WebSocket; after that only
+//! the dynamic parts of the template that changed cross the wire, and a block's static text is
+//! sent once per client.
+
+pub mod assets;
