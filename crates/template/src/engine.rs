@@ -49,8 +49,8 @@ use crate::vm::{Programs, Slot, Vm, render_straight};
 /// ```
 #[derive(Clone)]
 pub struct Engine {
-    catalog: Arc<Catalog>,
-    config: Config,
+    pub(crate) catalog: Arc<Catalog>,
+    pub(crate) config: Config,
 }
 
 /// A template looked up once by [`Engine::id`], for callers that render the same template on
@@ -274,7 +274,7 @@ impl Engine {
         })
     }
 
-    fn index(&self, name: &str) -> Result<usize, Error> {
+    pub(crate) fn index(&self, name: &str) -> Result<usize, Error> {
         self.catalog.names.get(name).ok_or_else(|| not_found(name))
     }
 
@@ -597,6 +597,7 @@ impl Engine {
 pub struct EngineBuilder {
     trim: bool,
     functions: Vec<Function>,
+    live: bool,
 }
 
 impl EngineBuilder {
@@ -605,6 +606,15 @@ impl EngineBuilder {
     /// one on each side; see the crate docs.
     pub fn trim(mut self, trim: bool) -> EngineBuilder {
         self.trim = trim;
+        self
+    }
+
+    /// Compiles for live pages: [`Engine::live`] then splits a render into statics and
+    /// dynamics (Phoenix LiveView's `Rendered`) and skips the dynamics whose assigns did not
+    /// change. Such an engine renders as any other, a little slower (no frame-less renders, no
+    /// plain loops).
+    pub fn live(mut self, live: bool) -> EngineBuilder {
+        self.live = live;
         self
     }
 
@@ -627,6 +637,7 @@ impl EngineBuilder {
         Options {
             trim: self.trim,
             functions: &self.functions,
+            live: self.live,
         }
     }
 

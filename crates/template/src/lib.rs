@@ -291,6 +291,7 @@ mod float;
 mod function;
 mod lexer;
 mod list;
+mod live;
 mod ops;
 mod parser;
 mod program;
@@ -322,5 +323,6 @@ pub use engine::{
 pub use error::{Error, ErrorKind, Location};
 pub use function::{FromValue, IntoFunction, IntoResult};
 pub use list::List;
+pub use live::{Changed, LiveRender, LiveTemplate};
 pub use regexp::Regex;
 pub use value::{Assigns, Map, Str, Value};

@@ -52,6 +52,9 @@ pub(crate) struct Program {
     pub(crate) size_hint: SizeHint,
     /// Whether a whole render may run without the VM's frames (`vm/straight.rs`).
     pub(crate) straight: Straight,
+    /// Compiled for live pages ([`Mark`]s around every dynamic): the statics of each block,
+    /// indexed by block number (0 is the template itself).
+    pub(crate) live: Option<Arc<[Vec<String>]>>,
 }
 
 /// Segments and bytes of a template's last render. Renders on other threads may race to update
@@ -213,6 +216,26 @@ pub(crate) enum Op {
         args: PartialArgs,
         span: Span,
     },
+    /// Live pages only: where a dynamic, block, comprehension or row starts or ends, recorded
+    /// with the output's length when the live render's own frame runs it.
+    Mark(Mark),
+}
+
+/// The structure of a live render, as marks in its code (`live.rs` builds the tree from them).
+#[derive(Debug)]
+pub(crate) enum Mark {
+    /// A dynamic of the current block starts. When none of the assigns `reads` (indices into
+    /// [`Program::assigns`]) changed, the VM records it unchanged and jumps to `skip`, just
+    /// past its [`Mark::End`]; `skip` is `usize::MAX` for a dynamic that is always evaluated.
+    Dyn { reads: Box<[u16]>, skip: usize },
+    /// A branch of an `if`, `case` or `cond`: block number `.0`'s dynamics follow.
+    Block(u32),
+    /// A `for` whose body is block number `.0`: its rows follow.
+    Comp(u32),
+    /// One element of the innermost comprehension.
+    Row,
+    /// The innermost dynamic, block, comprehension or row ends.
+    End,
 }
 
 /// A loop whose body is static text only: every iteration outputs the same bytes, so the render

@@ -576,3 +576,52 @@ fn corpus_parses_and_galleon_never_panics() {
         r#"%{:"a" => [1, 2.5e0, 1.0e300, "x\"\#{y}\u{a}"], :"b" => nil}"#
     );
 }
+
+/// Every case of the corpus rendered live (`EngineBuilder::live`) gives the page, or the
+/// error, the ordinary render gives: the marks a live compile adds change nothing but the
+/// split into statics and dynamics.
+#[test]
+fn every_corpus_case_renders_live_as_it_renders_whole() {
+    use galleon_template::Changed;
+    let cases = load_corpus();
+    let mut compared = 0;
+    for c in &cases {
+        let name = format!("{}.html.eex", c.name);
+        let sources = || {
+            std::iter::once((name.clone(), c.template.clone())).chain(c.partials.iter().cloned())
+        };
+        let Ok(live) = Engine::builder()
+            .trim(c.trim)
+            .live(true)
+            .from_sources(sources())
+        else {
+            continue;
+        };
+        let Ok(assigns) = Assigns::from_json(c.assigns.clone()) else {
+            continue;
+        };
+        let t = live.live(&name).unwrap();
+        let got = t
+            .render(|n| assigns.get(n).cloned(), Changed::All, None)
+            .map(|r| t.to_html(&r).into_bytes());
+        let expected = match run_galleon(c) {
+            Outcome::Ok(page) => Ok(page),
+            Outcome::Error(e) => Err(e),
+        };
+        match (expected, got) {
+            // Invalid UTF-8 output is shown lossily in a live page (it crosses as JSON).
+            (Ok(page), Ok(html)) => {
+                assert_eq!(
+                    String::from_utf8_lossy(&page),
+                    String::from_utf8_lossy(&html),
+                    "{}",
+                    c.name
+                )
+            }
+            (Err(a), Err(b)) => assert_eq!(a, b.to_string(), "{}", c.name),
+            (a, b) => panic!("{}: whole {a:?}, live {b:?}", c.name),
+        }
+        compared += 1;
+    }
+    assert!(compared > 500, "only {compared} cases compared");
+}

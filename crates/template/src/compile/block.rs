@@ -27,6 +27,14 @@ impl Compiler<'_> {
     /// Out of line: `node`'s frame, which nested blocks multiply, stays small.
     #[inline(never)]
     pub(super) fn fn_blocks(&mut self, e: &Expr) -> R<()> {
+        // A `fn` block's body is a value, output as one dynamic: compiled as usual.
+        let live = self.live.take();
+        let r = self.fn_blocks_in(e);
+        self.live = live;
+        r
+    }
+
+    fn fn_blocks_in(&mut self, e: &Expr) -> R<()> {
         let mut found = Vec::new();
         find(e, &mut found);
         for (clauses, span) in found {

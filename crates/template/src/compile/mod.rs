@@ -9,6 +9,7 @@
 
 mod block;
 mod expr;
+mod live;
 mod suggest;
 
 use std::ops::Range;
@@ -36,6 +37,8 @@ pub(crate) struct Options<'a> {
     pub(crate) trim: bool,
     /// Functions registered from Rust, callable by name.
     pub(crate) functions: &'a [Function],
+    /// Compiled for live pages (`compile/live.rs`).
+    pub(crate) live: bool,
 }
 
 /// Compiles template `name` from `source`.
@@ -63,6 +66,7 @@ pub(crate) fn compile(name: &str, source: &str, options: Options<'_>) -> Result<
         text_ops: Vec::new(),
         repeats: Vec::new(),
         plains: Vec::new(),
+        live: options.live.then(live::LiveBuild::new),
     };
     c.nodes(&nodes).map_err(located)?;
     c.flush();
@@ -100,6 +104,28 @@ pub(crate) fn compile(name: &str, source: &str, options: Options<'_>) -> Result<
     }
     let links = vec![usize::MAX; c.names.partials.len()];
     let straight = Straight::of(&ops);
+    let live = c.live.map(|l| {
+        // A skippable dynamic's reads, as indices into the final assign table.
+        for (at, names) in l.reads {
+            let idx: Option<Vec<u16>> = names
+                .iter()
+                .map(|n| {
+                    c.names
+                        .assigns
+                        .iter()
+                        .position(|a| a == n)
+                        .map(|i| i as u16)
+                })
+                .collect();
+            if let Op::Mark(crate::program::Mark::Dyn { reads, skip }) = &mut ops[at].op {
+                match idx {
+                    Some(i) => *reads = i.into(),
+                    None => *skip = usize::MAX,
+                }
+            }
+        }
+        Arc::from(l.blocks)
+    });
     Ok(Program {
         name: name.to_owned(),
         source: Arc::from(source),
@@ -112,6 +138,7 @@ pub(crate) fn compile(name: &str, source: &str, options: Options<'_>) -> Result<
         links,
         size_hint: SizeHint::default(),
         straight,
+        live,
     })
 }
 
@@ -129,6 +156,8 @@ struct Compiler<'a> {
     /// Loops that may be plain, as their body's start, their bottom and their binding: decoded
     /// once the text is final.
     plains: Vec<(usize, usize, Bind)>,
+    /// A live compile's blocks and marks (`compile/live.rs`); `None`: an ordinary compile.
+    live: Option<live::LiveBuild>,
 }
 
 impl Compiler<'_> {
@@ -221,8 +250,21 @@ impl Compiler<'_> {
     }
 
     fn node(&mut self, node: &Node) -> R<()> {
+        if self.live_dynamic(node) {
+            return self.live_node(node);
+        }
+        self.node_code(node)
+    }
+
+    /// The code of `node` (in a live compile, the marks around it are `live_node`'s).
+    fn node_code(&mut self, node: &Node) -> R<()> {
         match node {
-            Node::Text(t) => self.pending.extend_from_slice(t.as_bytes()),
+            Node::Text(t) => {
+                if let Some(l) = &mut self.live {
+                    l.text(t);
+                }
+                self.pending.extend_from_slice(t.as_bytes());
+            }
             Node::Output(e) => {
                 self.fn_blocks(e)?;
                 let code = self.names.expr(e)?;
@@ -278,7 +320,7 @@ impl Compiler<'_> {
                     jump_when: *negate,
                     target: usize::MAX,
                 });
-                self.block(then)?;
+                self.live_branch(then)?;
                 let mut jump_over_else = None;
                 if otherwise.is_empty() {
                     self.flush();
@@ -288,7 +330,9 @@ impl Compiler<'_> {
                 }
                 let else_start = self.ops.len();
                 self.patch(branch, else_start);
-                self.block(otherwise)?;
+                if !otherwise.is_empty() {
+                    self.live_branch(otherwise)?;
+                }
                 self.flush();
                 if let Some(j) = jump_over_else {
                     let end = self.ops.len();
@@ -306,7 +350,7 @@ impl Compiler<'_> {
                         jump_when: false,
                         target: usize::MAX,
                     });
-                    self.block(body)?;
+                    self.live_branch(body)?;
                     to_end.push(self.emit(Op::Jump(usize::MAX)));
                     let next = self.ops.len();
                     self.patch(branch, next);
@@ -354,7 +398,7 @@ impl Compiler<'_> {
                 }
                 None => None,
             };
-            self.nodes(&clause.body)?;
+            self.live_branch(&clause.body)?;
             self.names.scope.truncate(scope);
             to_end.push(self.emit(Op::Jump(usize::MAX)));
             let next = self.ops.len();
@@ -388,7 +432,7 @@ impl Compiler<'_> {
 
     fn qualifiers(&mut self, qualifiers: &[Qualifier], body: &[Node]) -> R<()> {
         let Some((first, rest)) = qualifiers.split_first() else {
-            return self.nodes(body);
+            return self.live_body(body);
         };
         match first {
             Qualifier::Filter(cond) => {
@@ -515,13 +559,13 @@ impl Compiler<'_> {
             repeat: None,
             plain: None,
         });
-        if skip.is_none() {
+        if skip.is_none() && self.live.is_none() {
             self.plains.push((body, next, bind));
         }
         if let Some(m) = skip {
             self.patch(m, next);
         }
-        if constant {
+        if constant && self.live.is_none() {
             self.repeats.push(next);
         }
         let exit = self.ops.len();

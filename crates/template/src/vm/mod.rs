@@ -23,7 +23,9 @@ use crate::ast::Span;
 use crate::budget;
 use crate::error::{Error, ErrorKind};
 use crate::ops::describe;
-use crate::program::{Catalog, Code, CodeKind, Config, Generator, Instr, Op, Program, Repeat};
+use crate::program::{
+    Catalog, Code, CodeKind, Config, Generator, Instr, Mark, Op, Program, Repeat,
+};
 use crate::value::Value;
 use eval::{Eval, step_limit};
 pub(crate) use frame::Slot;
@@ -75,6 +77,35 @@ pub(crate) struct Vm<'c> {
     buf: Vec<u8>,
     /// Capacity the small-copy buffer gets at its first copy.
     first_buf: usize,
+    /// A live render's record of its marks (`None`: marks are passed over).
+    live: Option<Box<LiveRec>>,
+}
+
+/// What a live render records: its marks, where its own frame ran them (partials' are theirs).
+#[derive(Debug, Default)]
+pub(crate) struct LiveRec {
+    /// Which of the program's assigns changed since the render the client has, by index;
+    /// `None`: a whole render, nothing skipped.
+    pub(crate) changed: Option<Vec<bool>>,
+    /// Each mark with the output's length in bytes there.
+    pub(crate) marks: Vec<(Recorded, usize)>,
+}
+
+/// A mark as the render met it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Recorded {
+    /// A dynamic starts.
+    Dyn,
+    /// A dynamic whose assigns did not change: skipped, no `End` follows.
+    Unchanged,
+    /// A block, by number, starts.
+    Block(u32),
+    /// A comprehension, by body block number, starts.
+    Comp(u32),
+    /// A row starts.
+    Row,
+    /// The innermost open dynamic, block, comprehension or row ends.
+    End,
 }
 
 impl<'c> Vm<'c> {
@@ -94,6 +125,7 @@ impl<'c> Vm<'c> {
             depth_base: 0,
             buf: Vec::new(),
             first_buf: 64,
+            live: None,
         };
         // Filled where it lies in the VM: vectors filled aside and moved in are copied whole.
         let prog = &vm.catalog.programs[index];
@@ -158,6 +190,7 @@ impl<'c> Vm<'c> {
             depth_base: 0,
             buf: Vec::new(),
             first_buf: 64,
+            live: None,
         };
         if let Some(frame) = vm.frames.first_mut() {
             frame.fill(&catalog.programs[index], assign);
@@ -167,6 +200,25 @@ impl<'c> Vm<'c> {
             return Ok(None);
         }
         Ok(Some(paused(vm)))
+    }
+
+    /// A whole live render of program `index` (compiled live) into `out`: the marks its own
+    /// frame met, with the output's length at each.
+    pub(crate) fn live(
+        catalog: &'c Catalog,
+        config: Config,
+        index: usize,
+        assign: impl Fn(&str) -> Option<Value>,
+        changed: Option<Vec<bool>>,
+        out: &mut IoList,
+    ) -> Result<Vec<(Recorded, usize)>, Error> {
+        let mut vm = Vm::new(Programs::Borrowed(catalog), config, index, assign);
+        vm.live = Some(Box::new(LiveRec {
+            changed,
+            marks: Vec::new(),
+        }));
+        vm.run(out, usize::MAX)?;
+        Ok(vm.live.map(|l| l.marks).unwrap_or_default())
     }
 
     /// The same render, now owning its catalog: how a whole render that outgrew its bound goes
@@ -182,6 +234,7 @@ impl<'c> Vm<'c> {
             depth_base: self.depth_base,
             buf: self.buf,
             first_buf: self.first_buf,
+            live: self.live,
         }
     }
 
@@ -254,6 +307,8 @@ impl<'c> Vm<'c> {
         }
         'frames: loop {
             let depth = self.depth_base + self.frames.len();
+            // Marks count in the live render's own frame only (a partial's are its own).
+            let own = self.frames.len() == 1;
             let Some(frame) = self.frames.last_mut() else {
                 return Ok(true);
             };
@@ -480,6 +535,11 @@ impl<'c> Vm<'c> {
                         let v = slot.and_then(|s| frame.locals.get(s));
                         return Err(no_clause(prog, v, *span, *with));
                     }
+                    Op::Mark(m) => {
+                        if let (true, Some(rec)) = (own, self.live.as_deref_mut()) {
+                            live_mark(rec, m, out.len(), &mut frame.pc);
+                        }
+                    }
                     Op::Call {
                         partial,
                         args,
@@ -503,6 +563,30 @@ impl<'c> Vm<'c> {
             }
         }
     }
+}
+
+/// Records mark `m` at output length `at`; a dynamic none of whose assigns changed is recorded
+/// unchanged and jumped over.
+fn live_mark(rec: &mut LiveRec, m: &Mark, at: usize, pc: &mut usize) {
+    let r = match m {
+        Mark::Dyn { reads, skip } => {
+            if let (true, Some(changed)) = (*skip != usize::MAX, &rec.changed)
+                && !reads
+                    .iter()
+                    .any(|&i| changed.get(i as usize).copied().unwrap_or(true))
+            {
+                *pc = *skip;
+                Recorded::Unchanged
+            } else {
+                Recorded::Dyn
+            }
+        }
+        Mark::Block(b) => Recorded::Block(*b),
+        Mark::Comp(b) => Recorded::Comp(*b),
+        Mark::Row => Recorded::Row,
+        Mark::End => Recorded::End,
+    };
+    rec.marks.push((r, at));
 }
 
 /// How [`repeat_rest`] ended.
@@ -576,7 +660,7 @@ fn op_span(op: &Op) -> Span {
             ..
         } => c.span,
         Op::Call { span, .. } => *span,
-        Op::Text | Op::Jump(_) | Op::ForNext { .. } => Span::default(),
+        Op::Text | Op::Jump(_) | Op::ForNext { .. } | Op::Mark(_) => Span::default(),
     }
 }
 
@@ -600,6 +684,7 @@ fn render_partial(
         depth_base: depth,
         buf: Vec::new(),
         first_buf: 64,
+        live: None,
     };
     let done = vm.run(out, pause_at);
     *steps = vm.steps;
