@@ -6,3 +6,11 @@
 //! sent once per client.
 
 pub mod assets;
+mod params;
+// The socket loop that drives it (joins, events, pushes) is the next piece of issue 37.
+#[cfg_attr(not(test), allow(dead_code))]
+mod running;
+mod view;
+
+pub use params::decode_form;
+pub use view::{Info, LiveView, Navigation, Socket, ViewError};
