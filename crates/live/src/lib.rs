@@ -6,3 +6,6 @@
 //! sent once per client.
 
 pub mod assets;
+mod message;
+
+pub use message::{Message, MessageError};
