@@ -7,5 +7,7 @@
 
 pub mod assets;
 mod message;
+mod token;
 
 pub use message::{Message, MessageError};
+pub use token::{Signer, TokenError};
