@@ -6,8 +6,10 @@
 //! sent once per client.
 
 pub mod assets;
+mod limits;
 mod message;
 mod token;
 
+pub use limits::Limits;
 pub use message::{Message, MessageError};
 pub use token::{Signer, TokenError};
