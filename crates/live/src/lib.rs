@@ -6,11 +6,17 @@
 //! sent once per client.
 
 pub mod assets;
+mod limits;
+mod message;
 mod params;
 // The socket loop that drives it (joins, events, pushes) is the next piece of issue 37.
 #[cfg_attr(not(test), allow(dead_code))]
 mod running;
+mod token;
 mod view;
 
+pub use limits::Limits;
+pub use message::{Message, MessageError};
 pub use params::decode_form;
+pub use token::{Signer, TokenError};
 pub use view::{Info, LiveView, Navigation, Socket, ViewError};
