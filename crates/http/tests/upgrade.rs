@@ -5,13 +5,15 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{READ_TIMEOUT, TestServer, read_to_close, status_of};
 use futures::StreamExt;
-use galleon_http::{Body, IoList, Request, Response, Router, ServerConfig, StatusCode};
+use galleon_http::{
+    Body, Exchange, IoList, Observer, Request, Response, Router, ServerConfig, StatusCode,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const UPGRADE: &[u8] =
@@ -267,4 +269,34 @@ fn an_owner_that_ignores_shutdown_is_aborted_at_the_grace_deadline() {
     assert_eq!(server.stop().aborted, 1);
     s.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
     assert_eq!(read_to_close(&mut s), "");
+}
+
+/// The statuses of the exchanges reported, and connections opened minus ended.
+#[derive(Debug, Default)]
+struct Statuses(Mutex<(Vec<u16>, i64)>);
+
+impl Observer for Statuses {
+    fn exchange(&self, e: &Exchange<'_>) {
+        self.0.lock().unwrap().0.push(e.status);
+    }
+
+    fn connection(&self, opened: bool) {
+        self.0.lock().unwrap().1 += if opened { 1 } else { -1 };
+    }
+}
+
+#[test]
+fn the_observer_sees_the_101_and_the_connection_open_until_its_owner_returns() {
+    let seen = Arc::new(Statuses::default());
+    let server = TestServer::start_observed(router(Arc::default()), config(0), seen.clone());
+    let mut s = server.connect();
+    s.write_all(UPGRADE).unwrap();
+    assert_eq!(status_of(&read_head(&mut s).0), 101);
+    // The 101 is reported before the owner is called, so before it echoes.
+    s.write_all(b"x").unwrap();
+    assert_eq!(read_exactly(&mut s, Vec::new(), 1), b"x");
+    assert_eq!(*seen.0.lock().unwrap(), (vec![101], 1));
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    assert_eq!(read_to_close(&mut s), "");
+    assert!(common::wait_for(READ_TIMEOUT, || seen.0.lock().unwrap().1 == 0));
 }
