@@ -12,6 +12,8 @@
 //! - [`Response`] carries a [`Body`]: a whole [`IoList`] (sent with `content-length` from
 //!   [`IoList::len`]), a stream of `IoList` chunks (sent chunked, each chunk pulled only after the
 //!   previous one was written), or a file (sent with `sendfile`).
+//! - [`Response::upgrade`] answers `101 Switching Protocols` and hands the connection to its
+//!   callback as an [`Upgraded`] (a WebSocket's socket), after [`Request::wants_upgrade`].
 //! - With [`ServerConfig::trace_writes`] every write call is logged like the seed's DTrace script
 //!   (`writev fd=12 iovcnt=11 bytes=410333`, then one line per segment); with
 //!   [`Server::with_traces`] and the [`TraceStore`]'s route mounted, one response's writes can be
@@ -88,6 +90,7 @@ mod sendfile;
 mod server;
 mod trace;
 mod trim;
+mod upgrade;
 
 pub use config::{
     DEFAULT_BODY_READ_TIMEOUT, DEFAULT_BULK_FILE_BYTES, DEFAULT_HEADER_READ_TIMEOUT,
@@ -111,3 +114,4 @@ pub use trace::{
     SHOWN_PREFIX, SegmentRecord, Syscall, TRACE_HEADER, TRACE_PATH_PREFIX, TRACE_ROUTE,
     TRACE_STORE_CAPACITY, TraceStore, WriteRecord, valid_token,
 };
+pub use upgrade::Upgraded;

@@ -85,6 +85,8 @@ pub(crate) enum BodyKind {
     Iter(ChunkIter),
     /// A file, from an offset, this many bytes.
     File(std::fs::File, u64, u64),
+    /// No body: after the `101` head the connection goes to this ([`Response::upgrade`]).
+    Upgrade(crate::upgrade::OnUpgrade),
 }
 
 impl Body {
@@ -148,6 +150,7 @@ impl Body {
         match &self.kind {
             BodyKind::Full(l) => Some(l.len() as u64),
             BodyKind::File(_, _, n) => Some(*n),
+            BodyKind::Upgrade(_) => Some(0),
             BodyKind::Stream(_) | BodyKind::Iter(_) => None,
         }
     }
@@ -173,6 +176,10 @@ impl fmt::Debug for Body {
             BodyKind::Stream(_) => f.write_str("Body::Stream"),
             BodyKind::Iter(_) => f.write_str("Body::Iter"),
             BodyKind::File(_, at, n) => f.debug_tuple("Body::File").field(at).field(n).finish(),
+            BodyKind::Upgrade(on) => f
+                .debug_struct("Body::Upgrade")
+                .field("asked", &on.asked)
+                .finish_non_exhaustive(),
         }
     }
 }
@@ -336,6 +343,17 @@ impl Response {
 
     pub(crate) fn into_parts(self) -> Box<Parts> {
         self.0
+    }
+
+    /// Takes out what an upgrade response hands the connection to, leaving an empty body.
+    pub(crate) fn take_upgrade(&mut self) -> Option<crate::upgrade::OnUpgrade> {
+        match std::mem::replace(&mut self.0.body, Body::empty()).kind {
+            BodyKind::Upgrade(on) => Some(on),
+            other => {
+                self.0.body = Body { kind: other };
+                None
+            }
+        }
     }
 }
 

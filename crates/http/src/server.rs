@@ -4,6 +4,8 @@
 //! `galleon-offload` pool), `Server::with_observer`. `Server::serve` starts the bulk writers when
 //! it starts serving and shuts them down when it returns; at shutdown it stops accepting, closes
 //! idle connections, lets in-flight responses finish within `shutdown_grace` and aborts the rest.
+//! Upgraded connections (`Upgraded`) count as running until their owner returns: told by
+//! `Upgraded::stopping`, they get the same grace, then are aborted.
 
 use std::future::Future;
 use std::io;

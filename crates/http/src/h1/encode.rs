@@ -99,6 +99,7 @@ pub(crate) enum KeepAlive {
 fn static_line(status: StatusCode) -> Option<&'static str> {
     Some(match status.0 {
         100 => "HTTP/1.1 100 Continue\r\n",
+        101 => "HTTP/1.1 101 Switching Protocols\r\n",
         200 => "HTTP/1.1 200 OK\r\n",
         201 => "HTTP/1.1 201 Created\r\n",
         204 => "HTTP/1.1 204 No Content\r\n",

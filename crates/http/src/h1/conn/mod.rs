@@ -27,6 +27,7 @@ use tokio::sync::watch;
 use tokio::time::{Instant, Sleep, sleep_until, timeout, timeout_at};
 
 mod respond;
+mod upgrade;
 
 use super::chunks::ChunkPool;
 use super::decode::{
@@ -101,6 +102,10 @@ struct Conn {
     /// [`Shared::stopping`] whenever the task is woken.
     stop: Fuse<BoxFuture<'static, ()>>,
     stream: TcpStream,
+    /// The server's shutdown signal, for a connection that is upgraded ([`Upgraded::stopping`]).
+    ///
+    /// [`Upgraded::stopping`]: crate::Upgraded::stopping
+    shutdown: watch::Receiver<bool>,
     buf: BytesMut,
     writer: IoWriter,
     msg: IoList,
@@ -139,10 +144,11 @@ pub(crate) async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
     shared: Arc<Shared>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
+    let mut stop_rx = shutdown.clone();
     let stop = async move {
-        let _ = shutdown.wait_for(|stopping| *stopping).await;
+        let _ = stop_rx.wait_for(|stopping| *stopping).await;
     }
     .boxed()
     .fuse();
@@ -164,6 +170,7 @@ pub(crate) async fn serve_connection(
         timer: Box::pin(sleep_until(first_deadline)),
         stop,
         stream,
+        shutdown,
         buf: BytesMut::with_capacity(INIT_READ_BUF),
         writer,
         msg: IoList::new(),
@@ -183,6 +190,11 @@ pub(crate) async fn serve_connection(
     let mut first = true;
     while let Some(pending) = conn.run(first).await {
         first = false;
+        // Never for the bulk writers: an upgraded connection stays on its own task.
+        if matches!(pending.resp.body().kind, BodyKind::Upgrade(_)) {
+            conn.upgrade(pending).await;
+            return;
+        }
         match conn.in_bulk(pending).await {
             Some(back) => conn = back,
             None => return,
@@ -349,12 +361,15 @@ impl Conn {
     /// Whether the bulk writers should send this response: a body of unknown length (a
     /// streamed page, an event stream) or a file of at least
     /// [`ServerConfig::bulk_file_bytes`](crate::ServerConfig::bulk_file_bytes), when the server
-    /// has bulk writers.
+    /// has bulk writers. Also true for an upgrade, so the one arm for whole bodies stays the
+    /// only test on the common path; `serve_connection` then upgrades instead.
     fn for_bulk(&self, resp: &Response, head_only: bool) -> bool {
         let big = match &resp.body().kind {
             BodyKind::Full(_) => return false,
             BodyKind::File(_, _, n) => *n >= self.shared.config.bulk_file_bytes,
             BodyKind::Stream(_) | BodyKind::Iter(_) => true,
+            // Not for the bulk writers: `serve_connection` takes it out of their way.
+            BodyKind::Upgrade(_) => return true,
         };
         big && !head_only && !resp.status().is_bodiless() && self.shared.bulk.get().is_some()
     }

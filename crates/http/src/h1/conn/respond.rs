@@ -60,6 +60,8 @@ impl Conn {
             match &parts.body.kind {
                 BodyKind::Full(l) => Framing::Length(l.len() as u64),
                 BodyKind::File(_, _, n) => Framing::Length(*n),
+                // Only with 101, which is bodiless: never reached.
+                BodyKind::Upgrade(_) => Framing::None,
                 BodyKind::Stream(_) | BodyKind::Iter(_) if minor >= 1 => Framing::Chunked,
                 BodyKind::Stream(_) | BodyKind::Iter(_) => {
                     keep = false;
@@ -84,6 +86,7 @@ impl Conn {
         } else {
             match parts.body.kind {
                 BodyKind::Full(ref list) => self.write_msg_and(list).await,
+                BodyKind::Upgrade(_) => self.write_msg().await,
                 BodyKind::File(file, offset, len) => match self.write_msg().await {
                     Ok(()) => self.write_file(&file, offset, len, &mut extra).await,
                     Err(e) => Err(e),
