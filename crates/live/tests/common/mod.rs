@@ -1,0 +1,4 @@
+//! Shared helpers for the galleon-live tests: the headless-Chromium WebDriver harness.
+#![allow(dead_code, unreachable_pub)]
+
+pub mod webdriver;
