@@ -36,6 +36,8 @@ impl StatusCode {
     pub const BAD_REQUEST: StatusCode = StatusCode(400);
     /// 404 Not Found
     pub const NOT_FOUND: StatusCode = StatusCode(404);
+    /// 403 Forbidden
+    pub const FORBIDDEN: StatusCode = StatusCode(403);
     /// 405 Method Not Allowed
     pub const METHOD_NOT_ALLOWED: StatusCode = StatusCode(405);
     /// 408 Request Timeout

@@ -64,6 +64,15 @@ impl Upgraded {
         let _ = self.shutdown.wait_for(|stopping| *stopping).await;
     }
 
+    /// A future that completes when the server starts shutting down, as
+    /// [`Upgraded::stopping`], but owning its signal: it outlives [`Upgraded::into_parts`].
+    pub fn stop_signal(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut shutdown = self.shutdown.clone();
+        async move {
+            let _ = shutdown.wait_for(|stopping| *stopping).await;
+        }
+    }
+
     /// The socket and the bytes already read from it ([`Upgraded::read_ahead`]).
     pub fn into_parts(self) -> (TcpStream, Bytes) {
         (self.stream, self.read_ahead)

@@ -21,7 +21,7 @@ const UPGRADE: &[u8] =
 
 /// `/echo`: upgrades to an echo of what the client sends (first the bytes read ahead);
 /// `/unasked`: upgrades without checking the request; `/bye`: after the upgrade waits for the
-/// server to stop, then says `bye`; `/stubborn`: after the upgrade never returns;
+/// server to stop (the signal taken before the socket), then says `bye`; `/stubborn`: after the upgrade never returns;
 /// `/hello` and `/stream`: ordinary responses. `calls` counts callbacks run.
 fn router(calls: Arc<AtomicUsize>) -> Router {
     let c1 = calls.clone();
@@ -70,10 +70,12 @@ fn router(calls: Arc<AtomicUsize>) -> Router {
         .get("/bye", move |req: Request| {
             let calls = c3.clone();
             async move {
-                Response::upgrade(&req, move |mut up| async move {
+                Response::upgrade(&req, move |up| async move {
                     calls.fetch_add(1, Ordering::SeqCst);
-                    up.stopping().await;
+                    // The owned signal, as a WebSocket library holding the socket waits on it.
+                    let stop = up.stop_signal();
                     let (mut stream, _) = up.into_parts();
+                    stop.await;
                     let _ = stream.write_all(b"bye").await;
                 })
                 .with_header("upgrade", "echo")

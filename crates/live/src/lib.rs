@@ -6,17 +6,23 @@
 //! sent once per client.
 
 pub mod assets;
+mod channel;
 mod limits;
 mod message;
+mod page;
 mod params;
-// The socket loop that drives it (joins, events, pushes) is the next piece of issue 37.
-#[cfg_attr(not(test), allow(dead_code))]
+mod pubsub;
 mod running;
+mod server;
+mod shared;
+mod socket;
 mod token;
 mod view;
 
 pub use limits::Limits;
 pub use message::{Message, MessageError};
+pub use page::{Layout, Page, default_layout};
 pub use params::decode_form;
+pub use server::{Live, LiveBuilder, LiveError, LiveStats};
 pub use token::{Signer, TokenError};
 pub use view::{Info, LiveView, Navigation, Socket, ViewError};

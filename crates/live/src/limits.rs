@@ -65,7 +65,6 @@ const NANO: u128 = 1_000_000_000;
 ///
 /// A `burst` of 0 allows nothing; a `rate_per_s` of 0 allows the first `burst` events and no
 /// more.
-#[allow(dead_code)] // Until the socket loop, written next, uses it.
 #[derive(Clone, Debug)]
 pub(crate) struct RateLimiter {
     /// Refill rate, tokens per second.
@@ -78,7 +77,6 @@ pub(crate) struct RateLimiter {
     last: Option<Instant>,
 }
 
-#[allow(dead_code)] // Until the socket loop, written next, uses it.
 impl RateLimiter {
     /// A full bucket of `burst` tokens refilling at `rate_per_s`.
     pub(crate) fn new(rate_per_s: u32, burst: u32) -> RateLimiter {

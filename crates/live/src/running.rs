@@ -133,9 +133,24 @@ impl Running {
         self.update()
     }
 
-    /// The diff of what the last handler changed.
+    /// Topics the view subscribed to since the last call.
+    pub(crate) fn take_subscriptions(&mut self) -> Vec<String> {
+        self.socket.take_subscriptions()
+    }
+
+    /// The diff of what the last handler changed. A `push_patch` runs `handle_params` with the
+    /// new URL first (as LiveView does: the client only updates its address bar).
     fn update(&mut self) -> Result<Update, ViewError> {
-        let navigation = self.socket.take_navigation();
+        let mut navigation = self.socket.take_navigation();
+        if let Some(Navigation::Patch(to)) = &navigation {
+            let params = query_params(to);
+            let (view, socket) = (&mut self.view, &mut self.socket);
+            guarded(|| view.handle_params(&params, to, socket))?;
+            // A patch from handle_params itself replaces the first.
+            if let Some(again) = self.socket.take_navigation() {
+                navigation = Some(again);
+            }
+        }
         let r = self.render(false)?;
         let (_, title) = self.socket.take_changes();
         let mut json = String::new();
@@ -265,13 +280,15 @@ mod tests {
             .event("form", "name", &json!("user%5Bname%5D=Bob+%3Cb%3E"))
             .unwrap();
         assert_eq!(u.diff.as_deref(), Some(r#"{"1":"Bob &lt;b&gt;"}"#));
+        // push_patch runs handle_params with the new URL: the diff is the patched page.
         let u = r.event("click", "go", &json!({})).unwrap();
         assert_eq!(
             u.navigation,
             Some(Navigation::Patch("/live/counter?page=2".into()))
         );
-        let u = r.patch("http://h/live/counter?page=2").unwrap();
         assert_eq!(u.diff.as_deref(), Some(r#"{"2":"2"}"#));
+        let u = r.patch("http://h/live/counter?page=5").unwrap();
+        assert_eq!(u.diff.as_deref(), Some(r#"{"2":"5"}"#));
         let u = r.info(Info::new(10i64)).unwrap();
         assert_eq!(u.diff.as_deref(), Some(r#"{"0":"11"}"#));
         // A message the view ignores changes nothing.

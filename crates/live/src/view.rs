@@ -5,6 +5,7 @@
 use std::any::Any;
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::Arc;
 
 use galleon_template::{Assigns, Value};
 use serde_json::Value as Json;
@@ -34,14 +35,16 @@ impl From<String> for ViewError {
     }
 }
 
-/// A message for [`LiveView::handle_info`]: any value, sent to the view's task (an event-store
-/// append, a timer tick, another view's news).
-pub struct Info(Box<dyn Any + Send>);
+/// A message for [`LiveView::handle_info`]: any value, sent to a view from outside its client
+/// (an event-store append, a timer tick, another view's news). Cloning is a reference count,
+/// so one broadcast reaches every subscribed view without copying the value.
+#[derive(Clone)]
+pub struct Info(Arc<dyn Any + Send + Sync>);
 
 impl Info {
     /// Wraps `value`.
-    pub fn new<T: Any + Send>(value: T) -> Info {
-        Info(Box::new(value))
+    pub fn new<T: Any + Send + Sync>(value: T) -> Info {
+        Info(Arc::new(value))
     }
 
     /// The value, if it is a `T`.
@@ -139,6 +142,7 @@ pub struct Socket {
     title_changed: bool,
     navigation: Option<Navigation>,
     connected: bool,
+    subscriptions: Vec<String>,
 }
 
 impl Socket {
@@ -197,6 +201,15 @@ impl Socket {
         }
     }
 
+    /// Subscribes this view to broadcasts on `topic` (see `Live::broadcast`): each reaches
+    /// [`LiveView::handle_info`]. Only a connected view subscribes; during the HTTP render it
+    /// does nothing. Subscriptions end when the view does.
+    pub fn subscribe(&mut self, topic: &str) {
+        if self.connected && !self.subscriptions.iter().any(|t| t == topic) {
+            self.subscriptions.push(topic.to_owned());
+        }
+    }
+
     /// Asks the client to patch its URL to `to` (same view).
     pub fn push_patch(&mut self, to: &str) {
         self.navigation = Some(Navigation::Patch(to.to_owned()));
@@ -212,13 +225,11 @@ impl Socket {
         self.navigation = Some(Navigation::Redirect(to.to_owned()));
     }
 
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn assigns(&self) -> &Assigns {
         &self.assigns
     }
 
     /// The changed names and the title, if changed, taken for a render.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn take_changes(&mut self) -> (BTreeSet<String>, Option<String>) {
         let title = std::mem::take(&mut self.title_changed)
             .then(|| self.title.clone())
@@ -226,8 +237,12 @@ impl Socket {
         (std::mem::take(&mut self.changed), title)
     }
 
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn take_navigation(&mut self) -> Option<Navigation> {
         self.navigation.take()
+    }
+
+    /// Topics subscribed since the last call.
+    pub(crate) fn take_subscriptions(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.subscriptions)
     }
 }
