@@ -131,10 +131,14 @@ impl LiveBuilder {
                     "the view path {path:?} must start with / and not end with one"
                 )));
             }
-            if path.starts_with(&format!("{}/", self.prefix)) {
+            let (socket, assets) = (
+                format!("{}/websocket", self.prefix),
+                format!("{}/assets", self.prefix),
+            );
+            if path == socket || path == assets || path.starts_with(&format!("{assets}/")) {
                 return Err(LiveError::Path(format!(
-                    "the view path {path:?} is under the prefix {}, where the socket lives",
-                    self.prefix
+                    "the view path {path:?} is taken by the socket ({socket}) or the scripts \
+                     ({assets}/)"
                 )));
             }
             let template = self

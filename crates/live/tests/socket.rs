@@ -558,11 +558,10 @@ fn a_mount_refuses_bad_paths_and_templates_at_build() {
             .contains("must start with /")
     );
     assert!(build("/c/", "counter").is_err());
-    assert!(
-        build("/live/c", "counter")
-            .unwrap_err()
-            .contains("under the prefix")
-    );
+    assert!(build("/live/c", "counter").is_ok());
+    for taken in ["/live/websocket", "/live/assets", "/live/assets/app.js"] {
+        assert!(build(taken, "counter").unwrap_err().contains("taken by"), "{taken}");
+    }
     assert!(build("/c", "missing").unwrap_err().contains("/c"));
     let not_live = Engine::builder().from_source("counter", TEMPLATE).unwrap();
     let e = Live::builder(&not_live)
