@@ -281,7 +281,8 @@ impl Conn {
         r
     }
 
-    /// Registers the topics view `topic` subscribed to since the last call.
+    /// After a handler of view `topic`: registers the topics it subscribed to and sends the
+    /// broadcasts it asked for.
     fn subscribe(&mut self, topic: &Arc<str>) {
         let Some(joined) = self.views.get_mut(topic) else {
             return;
@@ -291,6 +292,13 @@ impl Conn {
                 .pubsub
                 .subscribe(&t, self.id, topic, &self.inbox);
             joined.topics.push(t);
+        }
+        for (t, info) in joined.running.take_broadcasts() {
+            self.shared
+                .counters
+                .broadcasts
+                .fetch_add(1, Ordering::Relaxed);
+            self.shared.pubsub.broadcast(&t, &info);
         }
     }
 

@@ -138,6 +138,11 @@ impl Running {
         self.socket.take_subscriptions()
     }
 
+    /// Broadcasts the view asked for since the last call.
+    pub(crate) fn take_broadcasts(&mut self) -> Vec<(String, Info)> {
+        self.socket.take_broadcasts()
+    }
+
     /// The diff of what the last handler changed. A `push_patch` runs `handle_params` with the
     /// new URL first (as LiveView does: the client only updates its address bar).
     fn update(&mut self) -> Result<Update, ViewError> {

@@ -370,6 +370,6 @@ pub struct LiveStats {
     pub largest_diff: u64,
     /// Bytes of the whole renders sent on joins (statics included).
     pub rendered_bytes: u64,
-    /// Calls of [`Live::broadcast`].
+    /// Broadcasts sent ([`Live::broadcast`] and `Socket::broadcast`).
     pub broadcasts: u64,
 }

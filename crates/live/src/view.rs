@@ -143,6 +143,7 @@ pub struct Socket {
     navigation: Option<Navigation>,
     connected: bool,
     subscriptions: Vec<String>,
+    broadcasts: Vec<(String, Info)>,
 }
 
 impl Socket {
@@ -210,6 +211,15 @@ impl Socket {
         }
     }
 
+    /// Sends `info` to every view subscribed to `topic` (this one too, if subscribed) once the
+    /// handler returns, as `Live::broadcast` does: how one client's event updates every
+    /// other client's page. Does nothing during the HTTP render.
+    pub fn broadcast(&mut self, topic: &str, info: Info) {
+        if self.connected {
+            self.broadcasts.push((topic.to_owned(), info));
+        }
+    }
+
     /// Asks the client to patch its URL to `to` (same view).
     pub fn push_patch(&mut self, to: &str) {
         self.navigation = Some(Navigation::Patch(to.to_owned()));
@@ -239,6 +249,11 @@ impl Socket {
 
     pub(crate) fn take_navigation(&mut self) -> Option<Navigation> {
         self.navigation.take()
+    }
+
+    /// Broadcasts asked for since the last call.
+    pub(crate) fn take_broadcasts(&mut self) -> Vec<(String, Info)> {
+        std::mem::take(&mut self.broadcasts)
     }
 
     /// Topics subscribed since the last call.

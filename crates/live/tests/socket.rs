@@ -32,6 +32,7 @@ impl LiveView for Counter {
             }
             "go" => s.push_patch("/counter?page=2"),
             "away" => s.redirect("/elsewhere"),
+            "shout" => s.broadcast("news", Info::new(100i64)),
             "boom" => panic!("the view exploded"),
             _ => return Err(format!("unknown event {ev}").into()),
         }
@@ -248,6 +249,30 @@ async fn a_broadcast_is_pushed_as_a_diff_to_subscribed_views() {
     });
     gone.await.expect("the closed view unsubscribes");
     drop(b);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn one_clients_event_can_update_every_subscribed_page() {
+    let live = live(Limits::default());
+    let s = Served::start(&live).await;
+    let mut a = joined(&s).await;
+    let mut b = joined(&s).await;
+    let click = json!({"type": "click", "event": "shout", "value": {}});
+    push(&mut a, "1", "2", "lv:phx-t", "event", click).await;
+    // The sender's reply (its handler changed nothing itself), then the broadcast's diff.
+    assert_eq!(
+        expect(&mut a).await.payload,
+        json!({"status": "ok", "response": {}})
+    );
+    assert_eq!(expect(&mut a).await.payload, json!({"0": "100"}));
+    let m = expect(&mut b).await;
+    assert_eq!(
+        (m.event.as_str(), m.payload.clone()),
+        ("diff", json!({"0": "100"}))
+    );
+    assert_eq!(live.stats().broadcasts, 1);
+    drop((a, b));
     s.stop().await;
 }
 
@@ -560,7 +585,10 @@ fn a_mount_refuses_bad_paths_and_templates_at_build() {
     assert!(build("/c/", "counter").is_err());
     assert!(build("/live/c", "counter").is_ok());
     for taken in ["/live/websocket", "/live/assets", "/live/assets/app.js"] {
-        assert!(build(taken, "counter").unwrap_err().contains("taken by"), "{taken}");
+        assert!(
+            build(taken, "counter").unwrap_err().contains("taken by"),
+            "{taken}"
+        );
     }
     assert!(build("/c", "missing").unwrap_err().contains("/c"));
     let not_live = Engine::builder().from_source("counter", TEMPLATE).unwrap();
