@@ -18,6 +18,7 @@ macro_rules! say {
 
 mod events;
 mod hops;
+mod live_args;
 mod render;
 mod serve;
 mod site_args;

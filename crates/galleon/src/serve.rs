@@ -256,6 +256,9 @@ pub(crate) struct Args {
     /// The rules example (`GET /rules/match`, reloaded while serving).
     #[command(flatten)]
     rules: crate::site_args::RulesArgs,
+    /// The live pages (`/live/...`).
+    #[command(flatten)]
+    live: crate::live_args::LiveArgs,
 }
 
 fn parse_on_off(s: &str) -> Result<bool, String> {
@@ -543,6 +546,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         bulk_writers,
         diagnostics: diagnostics_guard.clone(),
         reload_on_sighup: true,
+        live: args.live.config()?,
+        events: None,
     };
 
     let mut rt = tokio::runtime::Builder::new_multi_thread();
@@ -552,14 +557,19 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     rt.block_on(async move {
         // In the runtime: the SIGHUP handlers are tasks on it. The guards live until the server
         // stops.
+        // The store first: the site's live orders page keeps its orders there.
+        let store = crate::events::open(&events).await?;
+        let mut site_config = site_config;
+        site_config.events = store.clone();
         let galleon_site::Site {
             router,
             cpu,
             guards: _site_guards,
+            live,
             ..
         } = galleon_site::Site::open(site_config)?;
         let mut events_source = None;
-        let router = match crate::events::open(&events).await? {
+        let router = match store {
             Some(store) => {
                 events_source = Some(galleon_site::store_figures::source(store.clone()));
                 say!(
@@ -593,6 +603,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             .guard(diagnostics_guard.clone());
         if let Some(figures) = events_source {
             diagnostics = diagnostics.figures("events", "Event store", figures);
+        }
+        if let Some(live) = live {
+            let figures = galleon_site::live_pages::figures(live);
+            diagnostics = diagnostics.figures("live", "Live pages", figures);
         }
         let router = galleon_stats::mount(router, diagnostics);
         let listener = tokio::net::TcpListener::bind(args.addr)

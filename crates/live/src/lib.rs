@@ -7,6 +7,8 @@
 
 pub mod assets;
 mod channel;
+#[cfg(feature = "eventstore")]
+mod events;
 mod limits;
 mod message;
 mod page;
@@ -19,6 +21,8 @@ mod socket;
 mod token;
 mod view;
 
+#[cfg(feature = "eventstore")]
+pub use events::follow_events;
 pub use limits::Limits;
 pub use message::{Message, MessageError};
 pub use page::{Layout, Page, default_layout};

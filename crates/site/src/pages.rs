@@ -169,6 +169,8 @@ struct Site {
     /// Pages added since the start, made on their first request (a data file read, an offload
     /// kind): one per page name that has been a page, which only files on disk make.
     later: RwLock<HashMap<Box<str>, Arc<Page>>>,
+    /// The live pages' paths, listed on the index.
+    live_links: Vec<String>,
 }
 
 /// One page: its name (`blah`; its template `pages/blah.html.eex` is looked up by this name in
@@ -192,7 +194,15 @@ pub fn router(
     cpu: &Pool,
 ) -> anyhow::Result<(Router, Templates)> {
     let whole = WholePages::new(options.max_whole_pages);
-    mount(Router::new(), dir, options, cpu, &Guard::default(), &whole)
+    mount(
+        Router::new(),
+        dir,
+        options,
+        cpu,
+        &Guard::default(),
+        &whole,
+        &[],
+    )
 }
 
 /// [`router`]'s routes added to `router`, after its own: mount the site's other routes first, so
@@ -205,6 +215,7 @@ pub fn mount(
     cpu: &Pool,
     control: &Guard,
     whole: &WholePages,
+    live_links: &[String],
 ) -> anyhow::Result<(Router, Templates)> {
     let copy = CopyBelow {
         text: SERVE_COPY_BELOW,
@@ -228,6 +239,7 @@ pub fn mount(
         cpu: cpu.clone(),
         dir: dir.to_owned(),
         later: RwLock::new(HashMap::new()),
+        live_links: live_links.to_vec(),
     });
 
     let mut router = router;
@@ -387,6 +399,17 @@ fn index(site: &Site) -> Response {
         list.push_static(b"</a></li>\n");
     }
     list.push_static(b"</ul>\n");
+    if !site.live_links.is_empty() {
+        list.push_static(b"<h2>Live pages</h2>\n<ul>\n");
+        for p in &site.live_links {
+            list.push_static(b"<li><a href=\"");
+            escape_html_copy_into(&mut list, p.as_bytes());
+            list.push_static(b"\">");
+            escape_html_copy_into(&mut list, p.as_bytes());
+            list.push_static(b"</a></li>\n");
+        }
+        list.push_static(b"</ul>\n");
+    }
     let engine = &compiled.engine;
     if engine.contains("layout.html.eex") {
         let mut a = Assigns::new();

@@ -38,6 +38,11 @@ pub struct SiteConfig {
     pub diagnostics: Guard,
     /// Reload the templates and the rules on SIGHUP (a task on the current tokio runtime).
     pub reload_on_sighup: bool,
+    /// The live pages (`/live/...`).
+    pub live: crate::live_pages::LiveConfig,
+    /// The event store, opened by the caller: the live orders page then keeps its orders
+    /// there (`order-N` streams) and follows them across every node of the store.
+    pub events: Option<galleon_eventstore::Store>,
 }
 
 impl Default for SiteConfig {
@@ -50,6 +55,8 @@ impl Default for SiteConfig {
             bulk_writers: galleon_http::default_bulk_writers(),
             diagnostics: Guard::default(),
             reload_on_sighup: true,
+            live: crate::live_pages::LiveConfig::default(),
+            events: None,
         }
     }
 }
@@ -67,6 +74,8 @@ pub struct Site {
     pub templates: Templates,
     /// Keep while serving: dropping it stops the rules' file polling and the template watch.
     pub guards: Guards,
+    /// The live pages' mount (its statistics), when they are on.
+    pub live: Option<galleon_live::Live>,
 }
 
 /// What keeps the site's background reloading alive (the rules' polling, `--watch`'s thread).
@@ -111,9 +120,15 @@ impl Site {
         let (router, rules) =
             crate::rules::mount(router, dir, &config.rules, config.reload_on_sighup, guard)?;
         let router = crate::offload::mount(router, &cpu, work_limits, guard);
+        let (router, live) =
+            crate::live_pages::mount(router, dir, &config.live, config.events.as_ref())?;
+        let links: Vec<String> = live
+            .as_ref()
+            .map(|l| l.paths().into_iter().map(str::to_owned).collect())
+            .unwrap_or_default();
         // The pages last: every other route wins over a page of the same name (`/rules`).
         let (router, templates) =
-            crate::pages::mount(router, dir, &config.pages, &cpu, guard, &whole)
+            crate::pages::mount(router, dir, &config.pages, &cpu, guard, &whole, &links)
                 .with_context(|| format!("loading the site in {}", dir.display()))?;
         let watch = watch_templates(&templates, config.reload_on_sighup)?;
         Ok(Site {
@@ -124,6 +139,7 @@ impl Site {
                 _rules: rules,
                 _templates: watch,
             },
+            live,
         })
     }
 }

@@ -116,6 +116,7 @@ where
             cpu,
             templates,
             guards,
+            ..
         } = Site::open(support::config(dir.path())).unwrap();
         test(Arc::new(router), templates, dir.path().join("pages")).await;
         drop(guards);

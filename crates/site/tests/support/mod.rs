@@ -42,6 +42,15 @@ impl TestSite {
     /// Opens the site of `config` and serves it, with the `x-galleon-write-policy` header on and
     /// as many bulk writers as `config` says (as `galleon serve` does).
     pub fn start(config: SiteConfig) -> TestSite {
+        TestSite::start_with_events(config, None)
+    }
+
+    /// [`TestSite::start`] with the event store at `events` (a URL and its options) opened in
+    /// the server's runtime, as `galleon serve` opens it, and given to the site.
+    pub fn start_with_events(
+        mut config: SiteConfig,
+        events: Option<(String, galleon_eventstore::OpenOptions)>,
+    ) -> TestSite {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
@@ -54,6 +63,17 @@ impl TestSite {
                 let mut server_config = ServerConfig::default();
                 server_config.policy_header = Some("x-galleon-write-policy");
                 server_config.bulk_writers = config.bulk_writers;
+                if let Some((url, options)) = events {
+                    match galleon_eventstore::Store::open_with(&url, options).await {
+                        Ok(store) => config.events = Some(store),
+                        Err(e) => {
+                            ready_tx
+                                .send(Err(format!("opening the store: {e}")))
+                                .unwrap();
+                            return;
+                        }
+                    }
+                }
                 let site = match Site::open(config) {
                     Ok(site) => site,
                     Err(e) => {
