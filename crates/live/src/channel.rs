@@ -58,11 +58,14 @@ pub(crate) struct Conn {
     inbox: Inbox,
     views: HashMap<Arc<str>, Joined>,
     limiter: RateLimiter,
+    /// The socket's CSRF token did not verify: every join is refused as stale.
+    stale: bool,
 }
 
 impl Conn {
-    /// The state of socket `id`, whose views' broadcasts go to `inbox`.
-    pub(crate) fn new(shared: Arc<Shared>, id: u64, inbox: Inbox) -> Conn {
+    /// The state of socket `id`, whose views' broadcasts go to `inbox`; `stale`: its CSRF
+    /// token did not verify, so no view joins on it.
+    pub(crate) fn new(shared: Arc<Shared>, id: u64, inbox: Inbox, stale: bool) -> Conn {
         let l = &shared.limits;
         let limiter = RateLimiter::new(l.events_per_second, l.event_burst);
         Conn {
@@ -71,6 +74,7 @@ impl Conn {
             inbox,
             views: HashMap::new(),
             limiter,
+            stale,
         }
     }
 
@@ -154,7 +158,12 @@ impl Conn {
             out.push(error_reply(m, "too many views on one socket"));
             return;
         }
-        let Some(session) = self.session(&m.payload) else {
+        let session = if self.stale {
+            None
+        } else {
+            self.session(&m.payload)
+        };
+        let Some(session) = session else {
             counters.joins_refused.fetch_add(1, Ordering::Relaxed);
             // The client reloads the page, which brings a fresh token.
             out.push(error_reply(m, "stale"));
@@ -242,9 +251,8 @@ impl Conn {
             };
             self.shared.counters.events.fetch_add(1, Ordering::Relaxed);
             let kind = p.get("type").and_then(Json::as_str).unwrap_or("");
-            joined
-                .running
-                .event(kind, event, p.get("value").unwrap_or(&Json::Null))
+            let value = p.get("value").unwrap_or(&Json::Null);
+            joined.running.event(kind, event, value, p.get("meta"))
         };
         match result {
             Ok(u) => {

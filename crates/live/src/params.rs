@@ -28,6 +28,14 @@ pub fn decode_form(s: &str) -> Value {
     Value::Object(root)
 }
 
+/// A form field's name as the path of keys its value decodes under, as Plug's
+/// `decode_merge_target` gives `_target`: `user[name]` is `["user", "name"]`, `tags[]` is
+/// `["tags"]`.
+pub(crate) fn key_path(name: &str) -> Value {
+    let parts = split_key(name).into_iter().filter(|p| !p.is_empty());
+    Value::Array(parts.map(|p| Value::String(p.to_owned())).collect())
+}
+
 /// `a[b][]` as `["a", "b", ""]`; a malformed or too deep key is one flat part.
 fn split_key(key: &str) -> Vec<&str> {
     let Some(open) = key.find('[') else {
@@ -128,6 +136,14 @@ mod tests {
             decode_form("_target[]=u&_target[]=n"),
             json!({"_target": ["u", "n"]})
         );
+    }
+
+    #[test]
+    fn targets_are_key_paths() {
+        assert_eq!(key_path("user[name]"), json!(["user", "name"]));
+        assert_eq!(key_path("tags[]"), json!(["tags"]));
+        assert_eq!(key_path("q"), json!(["q"]));
+        assert_eq!(key_path("a[b"), json!(["a[b"]));
     }
 
     #[test]

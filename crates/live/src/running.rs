@@ -8,7 +8,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use galleon_template::{Changed, LiveRender, LiveTemplate};
 use serde_json::Value as Json;
 
-use crate::params::decode_form;
+use crate::params::{decode_form, key_path};
 use crate::view::{Info, LiveView, Navigation, Socket, ViewError};
 
 /// What a handler produced for the client.
@@ -98,17 +98,31 @@ impl Running {
         Ok(json)
     }
 
-    /// A client event (`type` as the client names it: "click", "form", "keyup", ...).
+    /// A client event (`type` as the client names it: "click", "form", "keyup", ...). A
+    /// form's `value` is its urlencoded fields, decoded here; the client sends the field that
+    /// changed (`_target`) and the form's `phx-value-*` apart, in `meta`, which is merged in
+    /// as Phoenix does: `_target` as its key path (`["user", "name"]`).
     pub(crate) fn event(
         &mut self,
         kind: &str,
         event: &str,
         value: &Json,
+        meta: Option<&Json>,
     ) -> Result<Update, ViewError> {
-        let decoded;
+        let mut decoded;
         let value = match (kind, value) {
             ("form", Json::String(s)) => {
                 decoded = decode_form(s);
+                if let (Json::Object(form), Some(Json::Object(meta))) = (&mut decoded, meta) {
+                    for (k, v) in meta {
+                        form.insert(k.clone(), v.clone());
+                    }
+                }
+                if let Some(t) = decoded.get_mut("_target")
+                    && let Some(name) = t.as_str()
+                {
+                    *t = key_path(name);
+                }
                 &decoded
             }
             _ => value,
@@ -277,16 +291,19 @@ mod tests {
             r.rendered().unwrap(),
             r#"{"0":"0","1":"ada","2":"3","s":["<p>","</p><b>","</b><i>","</i>"],"t":"Counter"}"#
         );
-        let u = r.event("click", "inc", &json!({})).unwrap();
+        let u = r.event("click", "inc", &json!({}), None).unwrap();
         assert_eq!(u.diff.as_deref(), Some(r#"{"0":"1"}"#));
         // Setting an assign to its value is no change: nothing to send.
-        assert_eq!(r.event("click", "same", &json!({})).unwrap().diff, None);
+        assert_eq!(
+            r.event("click", "same", &json!({}), None).unwrap().diff,
+            None
+        );
         let u = r
-            .event("form", "name", &json!("user%5Bname%5D=Bob+%3Cb%3E"))
+            .event("form", "name", &json!("user%5Bname%5D=Bob+%3Cb%3E"), None)
             .unwrap();
         assert_eq!(u.diff.as_deref(), Some(r#"{"1":"Bob &lt;b&gt;"}"#));
         // push_patch runs handle_params with the new URL: the diff is the patched page.
-        let u = r.event("click", "go", &json!({})).unwrap();
+        let u = r.event("click", "go", &json!({}), None).unwrap();
         assert_eq!(
             u.navigation,
             Some(Navigation::Patch("/live/counter?page=2".into()))
@@ -300,13 +317,71 @@ mod tests {
         assert_eq!(r.info(Info::new("other")).unwrap().diff, None);
     }
 
+    struct Echo;
+
+    impl LiveView for Echo {
+        fn mount(&mut self, _: &Json, _: &Json, s: &mut Socket) -> Result<(), ViewError> {
+            s.assign("got", "");
+            Ok(())
+        }
+        fn handle_event(&mut self, _: &str, v: &Json, s: &mut Socket) -> Result<(), ViewError> {
+            s.assign("got", v.to_string());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_forms_meta_is_merged_and_its_target_is_a_key_path() {
+        let engine = Engine::builder()
+            .live(true)
+            .from_source("e", "<%= raw(@got) %>")
+            .unwrap();
+        let mut r = Running::mount(
+            Box::new(Echo),
+            engine.live("e").unwrap(),
+            "/",
+            &json!({}),
+            true,
+        )
+        .unwrap();
+        r.rendered().unwrap();
+        // As phoenix_live_view 1.2 sends a phx-change: `_target` and phx-value-* in meta.
+        let meta = json!({"_target": "user[name]", "step": "2"});
+        let u = r
+            .event("form", "v", &json!("user%5Bname%5D=Al"), Some(&meta))
+            .unwrap();
+        let got: Json = serde_json::from_str(
+            serde_json::from_str::<Json>(&u.diff.unwrap()).unwrap()["0"]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            json!({"user": {"name": "Al"}, "_target": ["user", "name"], "step": "2"})
+        );
+        // An older client's `_target` inside the form decodes the same way; meta that is not
+        // an object is ignored; a click's value is passed as it came.
+        let u = r
+            .event("form", "v", &json!("q=1&_target=q"), Some(&json!(3)))
+            .unwrap();
+        assert!(u.diff.unwrap().contains(r#"\"_target\":[\"q\"]"#));
+        let u = r
+            .event("click", "v", &json!({"_target": "a[b]"}), Some(&meta))
+            .unwrap();
+        assert!(u.diff.unwrap().contains(r#"\"_target\":\"a[b]\""#));
+    }
+
     #[test]
     fn a_panic_or_an_error_in_a_handler_is_the_views_error() {
         let mut r = running();
         r.rendered().unwrap();
-        let e = r.event("click", "boom", &json!({})).unwrap_err();
+        let e = r.event("click", "boom", &json!({}), None).unwrap_err();
         assert!(e.0.contains("exploded"), "{e}");
-        assert_eq!(r.event("click", "fail", &json!({})).unwrap_err().0, "no");
+        assert_eq!(
+            r.event("click", "fail", &json!({}), None).unwrap_err().0,
+            "no"
+        );
     }
 
     #[test]

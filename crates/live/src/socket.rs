@@ -27,8 +27,13 @@ const READ_BUFFER_BYTES: usize = 4 * 1024;
 static NEXT_SOCKET: AtomicU64 = AtomicU64::new(1);
 
 /// Answers a request for the live socket: `101` and the socket loop, or the status saying
-/// why not (426 not a WebSocket request, 400 a bad key, 403 a foreign origin or a missing or
-/// stale CSRF token, 503 at the connection limit).
+/// why not (426 not a WebSocket request, 400 a bad key, 403 a foreign origin or no CSRF
+/// token, 503 at the connection limit).
+///
+/// A CSRF token that does not verify (expired, or signed before a restart with another
+/// secret) still opens the socket, but every join on it is refused as `"stale"`: the client
+/// acts on that by reloading the page, which brings fresh tokens. Refused at the handshake
+/// instead, the client would only retry the same token forever (it never sees the status).
 pub(crate) fn accept(shared: &Arc<Shared>, req: &Request) -> Response {
     if !req.wants_upgrade("websocket") {
         return Response::error(
@@ -60,24 +65,21 @@ pub(crate) fn accept(shared: &Arc<Shared>, req: &Request) -> Response {
             "this origin may not open live sockets",
         );
     }
-    let csrf = req.query_value("_csrf_token");
-    let max_age = shared.limits.token_max_age.as_secs();
-    let csrf_ok = csrf.is_some_and(|t| {
-        shared
-            .signer
-            .verify(CSRF_SALT, &t, max_age, now_unix_s())
-            .is_ok()
-    });
-    if !csrf_ok {
+    let Some(csrf) = req.query_value("_csrf_token").filter(|t| !t.is_empty()) else {
         shared
             .counters
             .sockets_refused
             .fetch_add(1, Ordering::Relaxed);
         return Response::error(
             StatusCode::FORBIDDEN,
-            "missing or stale CSRF token: reload the page",
+            "missing CSRF token: open the socket from a live page",
         );
-    }
+    };
+    let max_age = shared.limits.token_max_age.as_secs();
+    let csrf_ok = shared
+        .signer
+        .verify(CSRF_SALT, &csrf, max_age, now_unix_s())
+        .is_ok();
     let Some(slot) = Slot::take(shared) else {
         shared
             .counters
@@ -87,7 +89,7 @@ pub(crate) fn accept(shared: &Arc<Shared>, req: &Request) -> Response {
             .with_header("retry-after", "5");
     };
     let accept = derive_accept_key(key.as_bytes());
-    Response::upgrade(req, move |up| run(slot, up))
+    Response::upgrade(req, move |up| run(slot, up, !csrf_ok))
         .with_header("upgrade", "websocket")
         .with_header("connection", "Upgrade")
         .with_header("sec-websocket-accept", accept)
@@ -139,8 +141,8 @@ fn origin_allowed(shared: &Shared, req: &Request) -> bool {
         .is_some_and(|h| h.trim().eq_ignore_ascii_case(host))
 }
 
-/// The socket's life after the upgrade.
-async fn run(slot: Slot, up: Upgraded) {
+/// The socket's life after the upgrade; `stale`: its CSRF token did not verify.
+async fn run(slot: Slot, up: Upgraded, stale: bool) {
     let shared = Arc::clone(&slot.0);
     let limits = shared.limits.clone();
     let stop = up.stop_signal();
@@ -155,7 +157,7 @@ async fn run(slot: Slot, up: Upgraded) {
     let (mut sink, mut frames) = ws.split();
     let (inbox, mut deliveries, lagged) = Inbox::new();
     let id = NEXT_SOCKET.fetch_add(1, Ordering::Relaxed);
-    let mut conn = Conn::new(shared, id, inbox);
+    let mut conn = Conn::new(shared, id, inbox, stale);
     let opened = Instant::now();
     let mut heard = opened;
     let mut joined = false;

@@ -95,8 +95,10 @@ pub trait LiveView: Send + 'static {
         socket: &mut Socket,
     ) -> Result<(), ViewError>;
 
-    /// A client event: `phx-click` (`value` holds the element's `phx-value-*`), `phx-change` and
-    /// `phx-submit` (the form decoded: `{"user": {"name": ..}}`), `phx-keyup` (`key`, `value`).
+    /// A client event: `phx-click` (`value` holds the element's `phx-value-*`, and `value`,
+    /// the element's `value` attribute), `phx-change` and `phx-submit` (the form decoded, with
+    /// the form's `phx-value-*`: `{"user": {"name": ..}}`; a change also names the field that
+    /// changed, `"_target": ["user", "name"]`), `phx-keyup` (`key`, `value`).
     fn handle_event(
         &mut self,
         event: &str,
