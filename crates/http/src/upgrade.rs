@@ -66,7 +66,7 @@ impl Upgraded {
 
     /// A future that completes when the server starts shutting down, as
     /// [`Upgraded::stopping`], but owning its signal: it outlives [`Upgraded::into_parts`].
-    pub fn stop_signal(&self) -> impl Future<Output = ()> + Send + 'static {
+    pub fn stop_signal(&self) -> impl Future<Output = ()> + Send + use<> {
         let mut shutdown = self.shutdown.clone();
         async move {
             let _ = shutdown.wait_for(|stopping| *stopping).await;

@@ -28,5 +28,6 @@ pub use message::{Message, MessageError};
 pub use page::{Layout, Page, default_layout};
 pub use params::decode_form;
 pub use server::{Live, LiveBuilder, LiveError, LiveStats};
+pub use socket::SocketUpgrade;
 pub use token::{Signer, TokenError};
 pub use view::{Info, LiveView, Navigation, Socket, ViewError};

@@ -278,6 +278,17 @@ impl Live {
         crate::socket::accept(&self.shared, req)
     }
 
+    /// The checks of [`Live::socket`] without the upgrade, for another HTTP stack: the
+    /// [`SocketUpgrade`](crate::SocketUpgrade) to answer `101` with and run on the upgraded
+    /// connection, or the refusal to send (426, 400, 403, 503) as it is.
+    ///
+    /// # Errors
+    ///
+    /// The refusal as a galleon-http response.
+    pub fn check_socket(&self, req: &Request) -> Result<crate::SocketUpgrade, Response> {
+        crate::socket::check(&self.shared, req)
+    }
+
     /// One of the assets: `phoenix.min.js`, `phoenix_live_view.min.js`, `app.js`.
     pub fn asset(&self, name: &str) -> Response {
         let js = "text/javascript; charset=utf-8";

@@ -3,12 +3,14 @@
 //! state, writes what it answers, delivers broadcasts, and closes the socket on a protocol
 //! error, an oversized frame, a silent client, a lagging inbox or the server's shutdown.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use futures::{SinkExt, StreamExt};
 use galleon_http::{Request, Response, StatusCode, Upgraded};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::{sleep_until, timeout};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
@@ -34,46 +36,51 @@ static NEXT_SOCKET: AtomicU64 = AtomicU64::new(1);
 /// secret) still opens the socket, but every join on it is refused as `"stale"`: the client
 /// acts on that by reloading the page, which brings fresh tokens. Refused at the handshake
 /// instead, the client would only retry the same token forever (it never sees the status).
-pub(crate) fn accept(shared: &Arc<Shared>, req: &Request) -> Response {
+pub(crate) fn check(shared: &Arc<Shared>, req: &Request) -> Result<SocketUpgrade, Response> {
     if !req.wants_upgrade("websocket") {
-        return Response::error(
+        return Err(Response::error(
             StatusCode(426),
             "this is the live socket: open it as a WebSocket",
         )
-        .with_header("upgrade", "websocket");
+        .with_header("upgrade", "websocket"));
     }
     if req.header_str("sec-websocket-version").map(str::trim) != Some("13") {
-        return Response::error(StatusCode(426), "only WebSocket version 13 is spoken here")
-            .with_header("sec-websocket-version", "13");
+        return Err(
+            Response::error(StatusCode(426), "only WebSocket version 13 is spoken here")
+                .with_header("sec-websocket-version", "13"),
+        );
     }
     let Some(key) = req.header_str("sec-websocket-key").map(str::trim) else {
-        return Response::error(StatusCode::BAD_REQUEST, "sec-websocket-key is missing");
+        return Err(Response::error(
+            StatusCode::BAD_REQUEST,
+            "sec-websocket-key is missing",
+        ));
     };
     if !valid_key(key) {
-        return Response::error(
+        return Err(Response::error(
             StatusCode::BAD_REQUEST,
             "sec-websocket-key is not 16 bytes in base64",
-        );
+        ));
     }
     if !origin_allowed(shared, req) {
         shared
             .counters
             .sockets_refused
             .fetch_add(1, Ordering::Relaxed);
-        return Response::error(
+        return Err(Response::error(
             StatusCode::FORBIDDEN,
             "this origin may not open live sockets",
-        );
+        ));
     }
     let Some(csrf) = req.query_value("_csrf_token").filter(|t| !t.is_empty()) else {
         shared
             .counters
             .sockets_refused
             .fetch_add(1, Ordering::Relaxed);
-        return Response::error(
+        return Err(Response::error(
             StatusCode::FORBIDDEN,
             "missing CSRF token: open the socket from a live page",
-        );
+        ));
     };
     let max_age = shared.limits.token_max_age.as_secs();
     let csrf_ok = shared
@@ -85,14 +92,69 @@ pub(crate) fn accept(shared: &Arc<Shared>, req: &Request) -> Response {
             .counters
             .sockets_refused
             .fetch_add(1, Ordering::Relaxed);
-        return Response::error(StatusCode::SERVICE_UNAVAILABLE, "too many live sockets")
-            .with_header("retry-after", "5");
+        return Err(
+            Response::error(StatusCode::SERVICE_UNAVAILABLE, "too many live sockets")
+                .with_header("retry-after", "5"),
+        );
     };
-    let accept = derive_accept_key(key.as_bytes());
-    Response::upgrade(req, move |up| run(slot, up, !csrf_ok))
-        .with_header("upgrade", "websocket")
-        .with_header("connection", "Upgrade")
-        .with_header("sec-websocket-accept", accept)
+    Ok(SocketUpgrade {
+        slot,
+        accept: derive_accept_key(key.as_bytes()),
+        stale: !csrf_ok,
+    })
+}
+
+/// [`check`], then `101` and the socket loop on galleon-http's upgraded connection.
+pub(crate) fn accept(shared: &Arc<Shared>, req: &Request) -> Response {
+    let up = match check(shared, req) {
+        Ok(up) => up,
+        Err(refusal) => return refusal,
+    };
+    let accept = up.accept.clone();
+    Response::upgrade(req, move |conn: Upgraded| {
+        let stop = conn.stop_signal();
+        let (stream, early) = conn.into_parts();
+        up.run(stream, early.to_vec(), stop)
+    })
+    .with_header("upgrade", "websocket")
+    .with_header("connection", "Upgrade")
+    .with_header("sec-websocket-accept", accept)
+}
+
+/// A live-socket request that passed every check ([`Live::check_socket`](crate::Live)): the
+/// `sec-websocket-accept` its `101` carries, and the socket loop to run once the connection is
+/// upgraded. Holds its place under the connection limit until dropped or run to its end.
+/// This is how another HTTP stack (axum, hyper) serves the socket.
+pub struct SocketUpgrade {
+    slot: Slot,
+    accept: String,
+    stale: bool,
+}
+
+impl std::fmt::Debug for SocketUpgrade {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SocketUpgrade")
+            .field("accept", &self.accept)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SocketUpgrade {
+    /// The value of the `101`'s `sec-websocket-accept` header (send also `upgrade: websocket`
+    /// and `connection: Upgrade`).
+    pub fn accept_key(&self) -> &str {
+        &self.accept
+    }
+
+    /// Runs the socket on the upgraded connection `stream` until it closes: `read_ahead` holds
+    /// the bytes the client sent after the request that were already read (often none);
+    /// when `stop` completes the socket says goodbye (close 1001) and returns.
+    pub async fn run<S>(self, stream: S, read_ahead: Vec<u8>, stop: impl Future<Output = ()>)
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        run(self.slot, stream, read_ahead, stop, self.stale).await;
+    }
 }
 
 /// A place under `max_connections`, given back when dropped.
@@ -142,18 +204,17 @@ fn origin_allowed(shared: &Shared, req: &Request) -> bool {
 }
 
 /// The socket's life after the upgrade; `stale`: its CSRF token did not verify.
-async fn run(slot: Slot, up: Upgraded, stale: bool) {
+async fn run<S>(slot: Slot, stream: S, early: Vec<u8>, stop: impl Future<Output = ()>, stale: bool)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     let shared = Arc::clone(&slot.0);
     let limits = shared.limits.clone();
-    let stop = up.stop_signal();
-    let (stream, early) = up.into_parts();
     let config = WebSocketConfig::default()
         .read_buffer_size(READ_BUFFER_BYTES)
         .max_message_size(Some(limits.max_message_bytes))
         .max_frame_size(Some(limits.max_message_bytes));
-    let ws =
-        WebSocketStream::from_partially_read(stream, early.to_vec(), Role::Server, Some(config))
-            .await;
+    let ws = WebSocketStream::from_partially_read(stream, early, Role::Server, Some(config)).await;
     let (mut sink, mut frames) = ws.split();
     let (inbox, mut deliveries, lagged) = Inbox::new();
     let id = NEXT_SOCKET.fetch_add(1, Ordering::Relaxed);
