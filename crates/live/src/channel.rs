@@ -17,7 +17,7 @@ use crate::limits::RateLimiter;
 use crate::message::{Message, encode_raw};
 use crate::pubsub::{Delivery, Inbox};
 use crate::running::{Running, Update};
-use crate::shared::{SESSION_SALT, Shared, now_unix_s};
+use crate::shared::{SESSION_SALT, Shared, ViewCounters, now_unix_s};
 use crate::view::{Navigation, ViewError};
 
 /// Why the socket closes: a WebSocket close code and its reason (at most 123 bytes).
@@ -49,6 +49,7 @@ struct Joined {
     join_ref: Option<String>,
     running: Running,
     topics: Vec<String>,
+    counters: Arc<ViewCounters>,
 }
 
 /// The views joined on one socket.
@@ -132,6 +133,7 @@ impl Conn {
                 let (topic, join_ref) = (&*d.view, joined.join_ref.as_deref());
                 if let Some(diff) = &u.diff {
                     self.shared.counters.diff(diff.len());
+                    joined.counters.diff(diff.len());
                     out.push(encode_raw(join_ref, None, topic, "diff", diff));
                 }
                 if let Some(nav) = &u.navigation {
@@ -203,6 +205,11 @@ impl Conn {
         counters
             .rendered_bytes
             .fetch_add(rendered.len() as u64, Ordering::Relaxed);
+        let view = Arc::clone(&route.counters);
+        view.joins.fetch_add(1, Ordering::Relaxed);
+        view.views_open.fetch_add(1, Ordering::Relaxed);
+        view.rendered_bytes
+            .fetch_add(rendered.len() as u64, Ordering::Relaxed);
         let response =
             format!(r#"{{"rendered":{rendered},"liveview_version":"{LIVE_VIEW_VERSION}"}}"#);
         out.push(reply(m, "ok", &response));
@@ -213,6 +220,7 @@ impl Conn {
                 join_ref: m.join_ref.clone(),
                 running,
                 topics: Vec::new(),
+                counters: view,
             },
         );
         self.subscribe(&topic);
@@ -256,7 +264,7 @@ impl Conn {
         };
         match result {
             Ok(u) => {
-                out.push(reply(m, "ok", &self.response(&u)));
+                out.push(reply(m, "ok", &self.response(&m.topic, &u)));
                 let topic: Arc<str> = m.topic.as_str().into();
                 self.subscribe(&topic);
             }
@@ -267,11 +275,14 @@ impl Conn {
         }
     }
 
-    /// An event's reply: `{"diff": ..}` and where to go.
-    fn response(&self, u: &Update) -> String {
+    /// An event's reply to view `topic`: `{"diff": ..}` and where to go.
+    fn response(&self, topic: &str, u: &Update) -> String {
         let mut r = String::from("{");
         if let Some(diff) = &u.diff {
             self.shared.counters.diff(diff.len());
+            if let Some(j) = self.views.get(topic) {
+                j.counters.diff(diff.len());
+            }
             r.push_str("\"diff\":");
             r.push_str(diff);
         }
@@ -325,6 +336,7 @@ impl Conn {
                 .counters
                 .views_open
                 .fetch_sub(1, Ordering::Relaxed);
+            j.counters.views_open.fetch_sub(1, Ordering::Relaxed);
             for t in &j.topics {
                 self.shared.pubsub.unsubscribe(t, self.id, topic);
             }

@@ -27,7 +27,7 @@ pub use limits::Limits;
 pub use message::{Message, MessageError};
 pub use page::{Layout, Page, default_layout};
 pub use params::decode_form;
-pub use server::{Live, LiveBuilder, LiveError, LiveStats};
+pub use server::{Live, LiveBuilder, LiveError, LiveStats, ViewStats};
 pub use socket::SocketUpgrade;
 pub use token::{Signer, TokenError};
 pub use view::{Info, LiveView, Navigation, Socket, ViewError};

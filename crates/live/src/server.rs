@@ -148,10 +148,13 @@ impl LiveBuilder {
                     path: path.clone(),
                     source,
                 })?;
-            if routes
-                .insert(path.clone(), Route { template, factory })
-                .is_some()
-            {
+            let counters = Default::default();
+            let route = Route {
+                template,
+                factory,
+                counters,
+            };
+            if routes.insert(path.clone(), route).is_some() {
                 return Err(LiveError::Path(format!("two views at {path:?}")));
             }
         }
@@ -348,12 +351,39 @@ impl Live {
             largest_diff: get(&c.largest_diff),
             rendered_bytes: get(&c.rendered_bytes),
             broadcasts: get(&c.broadcasts),
+            views: self.view_stats(),
         }
+    }
+
+    /// Each page's figures, by path.
+    fn view_stats(&self) -> Vec<ViewStats> {
+        let mut views: Vec<ViewStats> = self
+            .shared
+            .routes
+            .iter()
+            .map(|(path, route)| {
+                let c = &route.counters;
+                let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+                let joins = get(&c.joins);
+                ViewStats {
+                    path: path.clone(),
+                    views_open: c.views_open.load(Ordering::Relaxed),
+                    joins,
+                    first_render_bytes: get(&c.rendered_bytes).checked_div(joins).unwrap_or(0),
+                    diffs: get(&c.diffs),
+                    diff_bytes: get(&c.diff_bytes),
+                    diff_p50_bytes: c.diff_quantile(0.5),
+                    diff_p99_bytes: c.diff_quantile(0.99),
+                }
+            })
+            .collect();
+        views.sort_by(|a, b| a.path.cmp(&b.path));
+        views
     }
 }
 
 /// Counters of a [`Live`] mount since it was built.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct LiveStats {
     /// Sockets open now.
     pub sockets_open: usize,
@@ -383,4 +413,27 @@ pub struct LiveStats {
     pub rendered_bytes: u64,
     /// Broadcasts sent ([`Live::broadcast`] and `Socket::broadcast`).
     pub broadcasts: u64,
+    /// Each page's figures, sorted by path.
+    pub views: Vec<ViewStats>,
+}
+
+/// The figures of one live page (all its views, on every socket).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ViewStats {
+    /// The page's path.
+    pub path: String,
+    /// Its views joined now.
+    pub views_open: usize,
+    /// Its views joined since the start.
+    pub joins: u64,
+    /// The mean size of its first render (the join's `rendered`, statics included), bytes.
+    pub first_render_bytes: u64,
+    /// Its diffs sent.
+    pub diffs: u64,
+    /// Bytes of those diffs.
+    pub diff_bytes: u64,
+    /// The median diff, bytes (within 1%; 0 before the first).
+    pub diff_p50_bytes: u64,
+    /// The 99th-percentile diff, bytes.
+    pub diff_p99_bytes: u64,
 }

@@ -2,8 +2,10 @@
 //! signer of its tokens, its limits, its broadcast topics and its counters.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use hdrhistogram::Histogram;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use galleon_template::LiveTemplate;
@@ -16,10 +18,63 @@ use crate::view::LiveView;
 /// Makes a fresh view for each page render and each join.
 pub(crate) type Factory = Arc<dyn Fn() -> Box<dyn LiveView> + Send + Sync>;
 
-/// One live page: the template it renders and the factory of its views.
+/// One live page: the template it renders, the factory of its views, and its counters.
 pub(crate) struct Route {
     pub(crate) template: LiveTemplate,
     pub(crate) factory: Factory,
+    pub(crate) counters: Arc<ViewCounters>,
+}
+
+/// Largest diff size the per-view histograms tell apart; bigger ones count as this.
+const MAX_TRACKED_BYTES: u64 = 64 * 1024 * 1024;
+
+/// What the views of one page have done: joins, bytes of their first renders, and the sizes
+/// of their diffs (a histogram, for the percentiles).
+pub(crate) struct ViewCounters {
+    pub(crate) views_open: AtomicUsize,
+    pub(crate) joins: AtomicU64,
+    pub(crate) rendered_bytes: AtomicU64,
+    pub(crate) diffs: AtomicU64,
+    pub(crate) diff_bytes: AtomicU64,
+    pub(crate) sizes: Mutex<Histogram<u64>>,
+}
+
+impl Default for ViewCounters {
+    fn default() -> ViewCounters {
+        ViewCounters {
+            views_open: AtomicUsize::new(0),
+            joins: AtomicU64::new(0),
+            rendered_bytes: AtomicU64::new(0),
+            diffs: AtomicU64::new(0),
+            diff_bytes: AtomicU64::new(0),
+            // Two significant digits: sizes within 1%, a few KiB of buckets.
+            sizes: Mutex::new(
+                Histogram::new_with_bounds(1, MAX_TRACKED_BYTES, 2)
+                    .expect("constant bounds are valid"),
+            ),
+        }
+    }
+}
+
+impl ViewCounters {
+    /// Counts one diff of `bytes`.
+    pub(crate) fn diff(&self, bytes: usize) {
+        let bytes = bytes as u64;
+        self.diffs.fetch_add(1, Ordering::Relaxed);
+        self.diff_bytes.fetch_add(bytes, Ordering::Relaxed);
+        let mut h = self.sizes.lock().unwrap_or_else(|p| p.into_inner());
+        h.saturating_record(bytes.clamp(1, MAX_TRACKED_BYTES));
+    }
+
+    /// The diff size at quantile `q` (0 with no diffs).
+    pub(crate) fn diff_quantile(&self, q: f64) -> u64 {
+        let h = self.sizes.lock().unwrap_or_else(|p| p.into_inner());
+        if h.is_empty() {
+            0
+        } else {
+            h.value_at_quantile(q)
+        }
+    }
 }
 
 /// The salt of session tokens (`data-phx-session`).

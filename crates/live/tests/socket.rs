@@ -214,6 +214,17 @@ async fn the_page_is_rendered_then_joined_then_diffed() {
         (1, 1, 1)
     );
     assert_eq!(stats.diffs, 4);
+    // The same by page: the diffs were {"0":"1"}, {"1":"Ada &lt;b&gt;"}, {"2":"2"}, {"2":"9"}.
+    let [view] = &stats.views[..] else {
+        panic!("one page: {:?}", stats.views)
+    };
+    assert_eq!(
+        (view.path.as_str(), view.views_open, view.joins),
+        ("/counter", 1, 1)
+    );
+    assert_eq!((view.diffs, view.diff_bytes), (4, 9 + 21 + 9 + 9));
+    assert_eq!((view.diff_p50_bytes, view.diff_p99_bytes), (9, 21));
+    assert!(view.first_render_bytes > 60, "{view:?}");
     assert!(stats.page_renders >= 1 && stats.rendered_bytes > 0);
     push(&mut ws, "1", "9", "lv:phx-t", "phx_leave", json!({})).await;
     assert_eq!(expect(&mut ws).await.payload["status"], "ok");

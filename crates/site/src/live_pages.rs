@@ -108,23 +108,48 @@ pub fn mount(
 /// [`galleon_stats::Diagnostics::figures`].
 pub fn figures(live: Live) -> impl Fn() -> Vec<galleon_stats::Figure> + Send + Sync + 'static {
     use galleon_stats::Figure;
+    // Labels are `&'static str`: the paths are fixed when the mount is built, so each is
+    // leaked once here, not per read.
+    let paths: Vec<&'static str> = live
+        .paths()
+        .into_iter()
+        .map(|p| &*Box::leak(p.to_owned().into_boxed_str()))
+        .collect();
+    // Diffs per second over the time between two reads of the figures.
+    let last = Mutex::new(None::<(std::time::Instant, Vec<u64>, Vec<f64>)>);
     move || {
         let s = live.stats();
-        let mean = if s.diffs == 0 {
-            0.0
-        } else {
-            s.diff_bytes as f64 / s.diffs as f64
+        let now = std::time::Instant::now();
+        let diffs: Vec<u64> = s.views.iter().map(|v| v.diffs).collect();
+        let rates = {
+            let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+            let rates = match &*last {
+                Some((at, before, rates)) if now.duration_since(*at).as_secs_f64() < 0.5 => {
+                    rates.clone()
+                }
+                Some((at, before, _)) => {
+                    let secs = now.duration_since(*at).as_secs_f64();
+                    let d = diffs
+                        .iter()
+                        .zip(before)
+                        .map(|(n, b)| n.saturating_sub(*b) as f64);
+                    d.map(|d| d / secs).collect()
+                }
+                None => vec![0.0; diffs.len()],
+            };
+            if last
+                .as_ref()
+                .is_none_or(|(at, _, _)| now.duration_since(*at).as_secs_f64() >= 0.5)
+            {
+                *last = Some((now, diffs.clone(), rates.clone()));
+            }
+            rates
         };
-        vec![
+        let mut figures = vec![
             Figure::gauge(
                 "galleon_live_sockets",
                 "live sockets open",
                 s.sockets_open as f64,
-            ),
-            Figure::gauge(
-                "galleon_live_views",
-                "live views joined",
-                s.views_open as f64,
             ),
             Figure::counter("galleon_live_joins", "views joined", s.joins as f64),
             Figure::counter(
@@ -147,26 +172,67 @@ pub fn figures(live: Live) -> impl Fn() -> Vec<galleon_stats::Figure> + Send + S
                 "views that failed",
                 s.crashes as f64,
             ),
-            Figure::counter("galleon_live_diffs", "diffs sent", s.diffs as f64),
             Figure::counter(
                 "galleon_live_diff_bytes",
                 "bytes of diffs sent",
                 s.diff_bytes as f64,
             ),
-            Figure::gauge("galleon_live_diff_mean_bytes", "mean diff, bytes", mean),
             Figure::gauge(
                 "galleon_live_diff_largest_bytes",
                 "largest diff, bytes",
                 s.largest_diff as f64,
             ),
-            Figure::counter(
-                "galleon_live_rendered_bytes",
-                "bytes of whole renders sent on joins",
-                s.rendered_bytes as f64,
+        ];
+        // By page: one figure of each name per path, consecutive (one Prometheus metric).
+        let per_view: [PerView; 5] = [
+            ("galleon_live_views", "views connected", false, |v| {
+                v.views_open as f64
+            }),
+            (
+                "galleon_live_first_render_bytes",
+                "first render, bytes",
+                false,
+                |v| v.first_render_bytes as f64,
             ),
-        ]
+            ("galleon_live_diffs", "diffs sent", true, |v| v.diffs as f64),
+            (
+                "galleon_live_diff_p50_bytes",
+                "diff p50, bytes",
+                false,
+                |v| v.diff_p50_bytes as f64,
+            ),
+            (
+                "galleon_live_diff_p99_bytes",
+                "diff p99, bytes",
+                false,
+                |v| v.diff_p99_bytes as f64,
+            ),
+        ];
+        for (name, help, counter, value) in per_view {
+            for (v, path) in s.views.iter().zip(&paths) {
+                let f = if counter {
+                    Figure::counter(name, help, value(v))
+                } else {
+                    Figure::gauge(name, help, value(v))
+                };
+                figures.push(f.with_label("view", path));
+            }
+        }
+        for (rate, path) in rates.iter().zip(&paths) {
+            let f = Figure::gauge("galleon_live_diffs_per_second", "diffs per second", *rate);
+            figures.push(f.with_label("view", path));
+        }
+        figures
     }
 }
+
+/// One per-page figure: name, help, whether a counter, and how it is read.
+type PerView = (
+    &'static str,
+    &'static str,
+    bool,
+    fn(&galleon_live::ViewStats) -> f64,
+);
 
 /// `/live/counter`: `add` with `phx-value-by`, `reset`.
 struct Counter;

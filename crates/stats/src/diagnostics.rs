@@ -211,7 +211,7 @@ impl Diagnostics {
         for (key, _, figures) in self.read_figures() {
             let values = figures
                 .iter()
-                .map(|f| (f.name.to_owned(), serde_json::json!(f.value)))
+                .map(|f| (f.key(), serde_json::json!(f.value)))
                 .collect::<serde_json::Map<_, _>>();
             v.insert(key.to_owned(), serde_json::Value::Object(values));
         }

@@ -32,6 +32,9 @@ pub struct Figure {
     pub kind: FigureKind,
     /// Its value now.
     pub value: f64,
+    /// One Prometheus label (`("view", "/live/orders")`): figures of one name told apart by
+    /// it, such as one per live view. Consecutive figures of a name share its description.
+    pub label: Option<(&'static str, &'static str)>,
 }
 
 impl Figure {
@@ -42,6 +45,7 @@ impl Figure {
             help,
             kind: FigureKind::Counter,
             value,
+            label: None,
         }
     }
 
@@ -52,6 +56,36 @@ impl Figure {
             help,
             kind: FigureKind::Gauge,
             value,
+            label: None,
+        }
+    }
+
+    /// This figure with label `key="value"`.
+    ///
+    /// # Examples
+    /// ```
+    /// let f = galleon_stats::Figure::gauge("galleon_live_views", "views joined", 3.0)
+    ///     .with_label("view", "/live/orders");
+    /// assert_eq!(f.label, Some(("view", "/live/orders")));
+    /// ```
+    pub fn with_label(mut self, key: &'static str, value: &'static str) -> Figure {
+        self.label = Some((key, value));
+        self
+    }
+
+    /// The figure's key in `stats.json`: its name, and its label as `name{key="value"}`.
+    pub(crate) fn key(&self) -> String {
+        match self.label {
+            Some((k, v)) => format!("{}{{{k}=\"{v}\"}}", self.name),
+            None => self.name.to_owned(),
+        }
+    }
+
+    /// The figure's row label on the stats page: its help, and its label's value.
+    pub(crate) fn row_label(&self) -> String {
+        match self.label {
+            Some((_, v)) => format!("{} ({v})", self.help),
+            None => self.help.to_owned(),
         }
     }
 }

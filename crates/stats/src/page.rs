@@ -165,7 +165,7 @@ pub(crate) fn render(s: &Snapshot, extras: Extras<'_>) -> Result<IoList, Error> 
                 rows: figures
                     .iter()
                     .map(|f| FigureRow {
-                        label: f.help,
+                        label: f.row_label(),
                         value: figure_value(f.value),
                     })
                     .collect(),
@@ -252,7 +252,7 @@ struct FigureSet {
 }
 
 struct FigureRow {
-    label: &'static str,
+    label: String,
     value: String,
 }
 

@@ -325,10 +325,30 @@ impl Collector for Scrape {
         if let Some(p) = &self.pool {
             pool(&mut e, p)?;
         }
-        for f in &self.figures {
+        // Consecutive figures of one name (told apart by their labels) are one metric.
+        for run in self
+            .figures
+            .chunk_by(|a, b| a.name == b.name && a.kind == b.kind)
+        {
+            let f = &run[0];
+            let labels = |f: &Figure| -> Labels {
+                f.label
+                    .map(|(k, v)| vec![(k, v.to_owned())])
+                    .unwrap_or_default()
+            };
             match f.kind {
-                FigureKind::Counter => counter(&mut e, f.name, f.help, [(vec![], f.value as u64)])?,
-                FigureKind::Gauge => gauge(&mut e, f.name, f.help, [(vec![], f.value)])?,
+                FigureKind::Counter => counter(
+                    &mut e,
+                    f.name,
+                    f.help,
+                    run.iter().map(|f| (labels(f), f.value as u64)),
+                )?,
+                FigureKind::Gauge => gauge(
+                    &mut e,
+                    f.name,
+                    f.help,
+                    run.iter().map(|f| (labels(f), f.value)),
+                )?,
             }
         }
         Ok(())

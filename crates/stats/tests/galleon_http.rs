@@ -80,6 +80,9 @@ fn stats_json_shows_routes_writes_connections_the_pool_and_figures() {
             vec![
                 Figure::counter("galleon_events_appends", "appends stored", 7.0),
                 Figure::gauge("galleon_events_all_lag_seconds", "$all lag", 0.25),
+                // One metric told apart by a label: one description, two samples.
+                Figure::gauge("galleon_live_views", "views", 1.0).with_label("view", "/a"),
+                Figure::gauge("galleon_live_views", "views", 2.0).with_label("view", "/b"),
             ]
         })
     });
@@ -130,6 +133,18 @@ fn stats_json_shows_routes_writes_connections_the_pool_and_figures() {
     let m = scrape(&String::from_utf8(get_ok(&mut c, METRICS_PATH)).unwrap());
     assert_eq!(samples(&m, "galleon_events_appends_total")[""], 7.0);
     assert_eq!(samples(&m, "galleon_events_all_lag_seconds")[""], 0.25);
+    let views = samples(&m, "galleon_live_views");
+    assert_eq!(views.len(), 2, "{views:?}");
+    assert_eq!(v["events"]["galleon_live_views{view=\"/b\"}"], 2.0);
+    let metrics = String::from_utf8(get_ok(&mut c, METRICS_PATH)).unwrap();
+    assert_eq!(
+        metrics.matches("# TYPE galleon_live_views gauge").count(),
+        1
+    );
+    assert!(
+        metrics.contains("galleon_live_views{view=\"/a\"} 1"),
+        "{metrics}"
+    );
     let health = String::from_utf8(get_ok(&mut c, HEALTH_PATH)).unwrap();
     assert!(health.contains("\"status\":\"ok\""), "{health}");
 }
