@@ -7,11 +7,21 @@ use serde_json::Value;
 struct Counter;
 
 impl LiveView for Counter {
-    fn mount(&mut self, _params: &Value, _session: &Value, s: &mut Socket) -> Result<(), ViewError> {
+    fn mount(
+        &mut self,
+        _params: &Value,
+        _session: &Value,
+        s: &mut Socket,
+    ) -> Result<(), ViewError> {
         s.assign("count", 0);
         Ok(())
     }
-    fn handle_event(&mut self, event: &str, _value: &Value, s: &mut Socket) -> Result<(), ViewError> {
+    fn handle_event(
+        &mut self,
+        event: &str,
+        _value: &Value,
+        s: &mut Socket,
+    ) -> Result<(), ViewError> {
         match event {
             "inc" => s.update_int("count", |n| n + 1),
             _ => return Err(format!("no event {event}").into()),
@@ -23,11 +33,17 @@ impl LiveView for Counter {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let template = r#"<h1><%= @count %></h1><button phx-click="inc">+1</button>"#;
-    let engine = Engine::builder().live(true).from_source("counter", template)?;
-    let live = Live::builder(&engine).view("/", "counter", || Counter).build()?;
+    let engine = Engine::builder()
+        .live(true)
+        .from_source("counter", template)?;
+    let live = Live::builder(&engine)
+        .view("/", "counter", || Counter)
+        .build()?;
     let router = live.mount(galleon_http::Router::new()); // the page, /live/websocket, /live/assets/
     let listener = tokio::net::TcpListener::bind("127.0.0.1:4000").await?;
     let server = galleon_http::Server::new(router, galleon_http::ServerConfig::default());
-    server.serve(listener, galleon_http::shutdown_signal()).await?;
+    server
+        .serve(listener, galleon_http::shutdown_signal())
+        .await?;
     Ok(())
 }

@@ -79,7 +79,8 @@ pub fn mount(
     let (shared, store_for_views) = (orders.clone(), store.cloned());
     let mut builder = Live::builder(&engine)
         .limits(config.limits.clone())
-        .head("<link rel=\"stylesheet\" href=\"/static/site.css\">")
+        // No favicon request (a 404 in every browser console).
+        .head("<link rel=\"stylesheet\" href=\"/static/site.css\"><link rel=\"icon\" href=\"data:,\">")
         .view("/live/counter", "counter.html.eex", || Counter)
         .view("/live/signup", "signup.html.eex", || Signup)
         .view("/live/orders", "orders.html.eex", move || OrderList {

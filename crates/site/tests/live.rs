@@ -4,63 +4,10 @@
 
 mod support;
 
-use std::net::{SocketAddr, TcpStream};
-
-use serde_json::{Value, json};
-use support::{TIMEOUT, TestSite, config, site_dir};
-use tungstenite::{Message, WebSocket};
-
-type Ws = WebSocket<TcpStream>;
-
-/// A page's (session token, CSRF token).
-fn tokens(site: &TestSite, path: &str) -> (String, String) {
-    let page = site.client().get(path, &[]).unwrap();
-    assert_eq!(page.status, 200, "{}", page.text());
-    let html = page.text();
-    let attr = |from: &str, name: &str| {
-        let key = format!("{name}=\"");
-        let at = from.find(&key).unwrap() + key.len();
-        from[at..][..from[at..].find('"').unwrap()].to_owned()
-    };
-    let meta = &html[html.find("name=\"csrf-token\"").unwrap()..];
-    (attr(&html, "data-phx-session"), attr(meta, "content"))
-}
-
-/// A socket joined to `path`'s view as topic `lv:v`; returns it and the join's rendered.
-fn join(addr: SocketAddr, site: &TestSite, path: &str) -> (Ws, Value) {
-    let (session, csrf) = tokens(site, path);
-    let stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
-    let url = format!("ws://{addr}/live/websocket?_csrf_token={csrf}&vsn=2.0.0");
-    let (mut ws, _) = tungstenite::client(url.as_str(), stream).unwrap();
-    let join = json!(["1", "1", "lv:v", "phx_join",
-        {"url": format!("http://{addr}{path}"), "session": session, "params": {}}]);
-    ws.send(Message::text(join.to_string())).unwrap();
-    let reply = next(&mut ws);
-    assert_eq!(reply[4]["status"], "ok", "{reply}");
-    let rendered = reply[4]["response"]["rendered"].clone();
-    (ws, rendered)
-}
-
-fn next(ws: &mut Ws) -> Value {
-    loop {
-        match ws.read().expect("a frame before the read timeout") {
-            Message::Text(t) => return serde_json::from_str(&t).unwrap(),
-            Message::Close(c) => panic!("closed: {c:?}"),
-            _ => continue,
-        }
-    }
-}
-
-/// Sends event `event` with `value` (`kind` as the client names it) and returns the reply's
-/// response.
-fn event(ws: &mut Ws, r: &str, kind: &str, event: &str, value: Value) -> Value {
-    let m = json!(["1", r, "lv:v", "event", {"type": kind, "event": event, "value": value}]);
-    ws.send(Message::text(m.to_string())).unwrap();
-    let reply = next(ws);
-    assert_eq!(reply[1], r, "{reply}");
-    reply[4].clone()
-}
+use serde_json::json;
+use support::live_client::{Ws, event, join, next, pushed_diff};
+use support::{TestSite, config, site_dir};
+use tungstenite::Message;
 
 #[test]
 fn the_index_links_the_live_pages_and_they_render_before_any_socket() {
@@ -177,16 +124,6 @@ fn live_pages_can_be_turned_off() {
     );
 }
 
-/// The next pushed diff (event `diff`) on `ws`, as text.
-fn pushed_diff(ws: &mut Ws) -> String {
-    loop {
-        let m = next(ws);
-        if m[3] == "diff" {
-            return m[4].to_string();
-        }
-    }
-}
-
 #[test]
 fn orders_kept_in_the_event_store_update_every_page_from_the_appends() {
     let dir = tempfile::tempdir().unwrap();
@@ -249,22 +186,7 @@ fn an_append_through_one_node_updates_a_page_held_on_another() {
             "node B's page lists order 7 as packed"
         );
     });
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        let driver = tokio::spawn(conn);
-        client
-            .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
-            .await
-            .unwrap();
-        drop(client);
-        let _ = driver.await;
-    });
+    support::drop_pg_schema(&url, &schema);
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);
     }

@@ -13,6 +13,8 @@ use galleon_client::Client;
 use galleon_http::{Server, ServerConfig};
 use galleon_site::{Site, SiteConfig};
 
+pub mod live_client;
+
 /// Longest a test waits for an answer or a state before failing.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -178,4 +180,24 @@ pub fn log_turn() -> MutexGuard<'static, ()> {
 /// What was logged since [`log_turn`].
 pub fn log() -> String {
     String::from_utf8_lossy(&LOG.lock().unwrap_or_else(PoisonError::into_inner)).into_owned()
+}
+
+/// Drops the PostgreSQL schema `schema` of the database at `url` (a test's own).
+pub fn drop_pg_schema(url: &str, schema: &str) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        let driver = tokio::spawn(conn);
+        client
+            .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+            .await
+            .unwrap();
+        drop(client);
+        let _ = driver.await;
+    });
 }
