@@ -62,6 +62,16 @@ pub(crate) fn check(shared: &Arc<Shared>, req: &Request) -> Result<SocketUpgrade
             "sec-websocket-key is not 16 bytes in base64",
         ));
     }
+    // The client names its serializer; only the v2 JSON arrays are spoken (v1's objects would
+    // be refused frame by frame, so say it once, here).
+    if let Some(vsn) = req.query_value("vsn")
+        && !vsn.starts_with("2.")
+    {
+        return Err(Response::error(
+            StatusCode::BAD_REQUEST,
+            format!("serializer vsn={vsn} is not spoken here; use vsn=2.0.0"),
+        ));
+    }
     if !origin_allowed(shared, req) {
         shared
             .counters

@@ -410,6 +410,14 @@ async fn sockets_need_a_csrf_token_from_a_page_and_their_own_origin() {
             .await
             .is_ok()
     );
+    // Only the v2 serializer: v1's JSON objects are refused at the handshake.
+    let url = format!(
+        "ws://{}/live/websocket?_csrf_token={csrf}&vsn=1.0.0",
+        s.addr
+    );
+    let tcp = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    let v1 = tokio_tungstenite::client_async(url, tcp).await.map(|_| ());
+    assert_eq!(status(v1.unwrap_err()), 400);
     // A plain GET of the socket's path says what it is.
     let (code, _, body) = get(s.addr, "/live/websocket", &[]).await;
     assert_eq!(code, 426, "{body}");
