@@ -26,6 +26,9 @@ use crate::shared::{CSRF_SALT, Shared, now_unix_s};
 /// events of a few hundred bytes (tungstenite's default, 128 KiB, is allocated up front).
 const READ_BUFFER_BYTES: usize = 4 * 1024;
 
+/// Longest the goodbye (a close frame) may take to write before the socket is just dropped.
+const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 static NEXT_SOCKET: AtomicU64 = AtomicU64::new(1);
 
 /// Answers a request for the live socket: `101` and the socket loop, or the status saying
@@ -276,17 +279,20 @@ where
         }
     };
     drop(conn);
-    if let Some(c) = close {
-        let frame = CloseFrame {
-            code: CloseCode::from(c.code),
-            reason: c.reason.into(),
-        };
-        let _ = timeout(
-            limits.idle_timeout,
-            sink.send(WsMessage::Close(Some(frame))),
-        )
-        .await;
-    }
+    // Our close frame, or the answer to the client's that tungstenite has queued: sent within
+    // a short grace, so a peer that stopped reading cannot hold the task.
+    let goodbye = async {
+        if let Some(c) = close {
+            let frame = CloseFrame {
+                code: CloseCode::from(c.code),
+                reason: c.reason.into(),
+            };
+            let _ = sink.send(WsMessage::Close(Some(frame))).await;
+        } else {
+            let _ = sink.close().await;
+        }
+    };
+    let _ = timeout(CLOSE_GRACE, goodbye).await;
     drop(slot);
 }
 
