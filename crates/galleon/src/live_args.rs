@@ -1,5 +1,5 @@
 //! The live pages' flags of `galleon serve` (`--live`, `--live-*`), converted to the site's
-//! [`LiveConfig`](galleon_site::live_pages::LiveConfig).
+//! `galleon_site::live_pages::LiveConfig`.
 
 use std::time::Duration;
 
