@@ -26,6 +26,8 @@
 //!   `galleon-template-derive`) as a handler's return value, with the same bodies.
 //! - [`RenderError`]: a failed render as a response: `500`, the error logged through `tracing`
 //!   (template name, line, source), and none of it in the body.
+//! - `live` (module and cargo feature, off by default): a `galleon_live::Live` mount (Phoenix
+//!   LiveView pages) served by axum routes, `live::live_routes(live)?` merged into the router.
 //!
 //! The five lines an axum user writes (a handler, the engine, the router, the listener, serve;
 //! hot reload and the development page: [`TemplatesBuilder`]'s example):
@@ -63,6 +65,8 @@ mod body;
 mod builder;
 pub mod compiled;
 mod dev;
+#[cfg(feature = "live")]
+pub mod live;
 mod page;
 mod reload;
 mod templates;
@@ -71,6 +75,8 @@ pub use body::{BodyError, PageBody};
 pub use builder::{LoadError, TemplatesBuilder};
 pub use compiled::Compiled;
 pub use dev::dev_error_page;
+#[cfg(feature = "live")]
+pub use live::{LiveRoutesError, live_routes, live_routes_with_shutdown};
 pub use page::{Page, RenderError};
 pub use templates::{DEFAULT_CHUNK_BYTES, DEFAULT_FULL_BODY_MAX, Templates};
 

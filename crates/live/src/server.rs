@@ -325,6 +325,12 @@ impl Live {
         self.shared.pubsub.subscribers(topic)
     }
 
+    /// Where the socket and the scripts live (`/live` unless the builder set another): the
+    /// socket is `{prefix}/websocket`, the scripts `{prefix}/assets/{name}`.
+    pub fn prefix(&self) -> &str {
+        &self.shared.prefix
+    }
+
     /// The mount's paths, sorted.
     pub fn paths(&self) -> Vec<&str> {
         let mut p: Vec<&str> = self.shared.routes.keys().map(String::as_str).collect();
