@@ -134,33 +134,32 @@ async fn diff_bytes(child: &Child) -> u64 {
 async fn bytes(pin: bool) {
     let child = Child::spawn(pin, false);
     let addr = child.addr;
-    let mut rows: Vec<[String; 5]> = Vec::new();
-    let mut row = |what: &str, diff: u64, frame: &str, sample: &str, phoenix: &str| {
-        let sample = if sample.len() > 70 {
-            format!("{}…", &sample[..70])
-        } else {
-            sample.to_owned()
-        };
+    let mut rows: Vec<[String; 4]> = Vec::new();
+    let mut frames: Vec<String> = Vec::new();
+    let mut row = |what: &str, diff: u64, frame: &str, phoenix: &str| {
         rows.push([
             what.to_owned(),
             diff.to_string(),
             format!("{} ({})", frame.len(), wire_bytes(frame.len())),
             phoenix.to_owned(),
-            format!("`{sample}`"),
         ]);
+        let shown = if frame.len() > 200 {
+            let mut end = 200;
+            while !frame.is_char_boundary(end) {
+                end -= 1;
+            }
+            format!("{}… ({} B in all)", &frame[..end], frame.len())
+        } else {
+            frame.to_owned()
+        };
+        frames.push(format!("{what}:\n    {shown}"));
     };
 
     let (session, csrf) = tokens(addr, "/counter").await;
     let mut ws = connect(addr, &csrf).await;
     let joined = join(&mut ws, addr, "/counter", &session).await;
     let rendered = child.stats().await["rendered_bytes"].as_u64().unwrap_or(0);
-    row(
-        "counter: join (whole render)",
-        rendered,
-        &joined,
-        &joined,
-        "",
-    );
+    row("counter: join (whole render)", rendered, &joined, "");
     let before = diff_bytes(&child).await;
     push(
         &mut ws,
@@ -177,26 +176,14 @@ async fn bytes(pin: bool) {
         diff_of(&click).len(),
         "the counter's diff, server vs frame"
     );
-    row(
-        "counter: click, the event's reply",
-        d,
-        &click,
-        &click,
-        "93 B frame",
-    );
+    row("counter: click, the event's reply", d, &click, "93 B frame");
 
     let (session, csrf) = tokens(addr, "/list").await;
     let mut ws = connect(addr, &csrf).await;
     let r0 = child.stats().await["rendered_bytes"].as_u64().unwrap_or(0);
     let joined = join(&mut ws, addr, "/list", &session).await;
     let rendered = child.stats().await["rendered_bytes"].as_u64().unwrap_or(0) - r0;
-    row(
-        "list of 300: join (whole render)",
-        rendered,
-        &joined,
-        &joined,
-        "",
-    );
+    row("list of 300: join (whole render)", rendered, &joined, "");
     let before = diff_bytes(&child).await;
     let value = json!({"type": "click", "event": "bump", "value": {"i": "150"}});
     push(&mut ws, "4", "5", "event", value).await;
@@ -212,7 +199,6 @@ async fn bytes(pin: bool) {
     row(
         "list of 300: one row changed, the event's reply",
         d,
-        &bump,
         &bump,
         phoenix,
     );
@@ -230,15 +216,18 @@ async fn bytes(pin: bool) {
         "list of 300: one row changed, a broadcast's push",
         d,
         &pushed,
-        &pushed,
         "",
     );
 
     println!("\n## 1. Bytes per update (WebSocket frames the client read)\n");
-    println!("| update | diff JSON B | frame text B (on the wire) | LiveView 1.0.19 | frame |");
-    println!("|---|---|---|---|---|");
+    println!("| update | diff JSON B | frame text B (on the wire) | LiveView 1.0.19 |");
+    println!("|---|---|---|---|");
     for r in rows {
         println!("| {} |", r.join(" | "));
+    }
+    println!("\nThe frames as read:\n");
+    for f in frames {
+        println!("{f}");
     }
 }
 
