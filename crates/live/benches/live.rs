@@ -97,7 +97,13 @@ fn header(pin: bool) {
     };
     println!("galleon-live bench (crates/live/benches/live.rs)");
     println!("date:    {}", sh("date -u '+%Y-%m-%d %H:%M:%S UTC'"));
-    println!("commit:  {}", sh("git rev-parse --short HEAD; git status --porcelain | head -c1 | sed 's/.\\+/(+ local changes)/'").replace('\n', " "));
+    // The crate's own checkout, wherever the binary is run from.
+    let git = format!("git -C {}", env!("CARGO_MANIFEST_DIR"));
+    let dirty = format!("{git} status --porcelain | head -c1 | sed 's/.\\+/(+ local changes)/'");
+    println!(
+        "commit:  {}",
+        sh(&format!("{git} rev-parse --short HEAD; {dirty}")).replace('\n', " ")
+    );
     println!(
         "machine: {}, {} cores, load {}",
         sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"),

@@ -45,16 +45,11 @@ impl Child {
         cmd.env(crate::SERVER_ENV, "1")
             .env("LIVE_BENCH_WORKERS", if pin { "1" } else { "2" })
             .stdin(Stdio::piped())
-            .env(
-                if heap {
-                    "LIVE_BENCH_HEAP"
-                } else {
-                    "LIVE_BENCH_NO_HEAP"
-                },
-                "1",
-            )
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
+        if heap {
+            cmd.env("LIVE_BENCH_HEAP", "1");
+        }
         let mut proc = cmd.spawn().expect("the server child starts");
         let pid = proc.id();
         let out = proc.stdout.take().expect("its stdout");
