@@ -26,8 +26,6 @@ pub(crate) struct Running {
     socket: Socket,
     template: LiveTemplate,
     held: Option<LiveRender>,
-    /// Bytes of the first render and of every diff since, for the statistics.
-    pub(crate) sent: Vec<usize>,
 }
 
 impl std::fmt::Debug for Running {
@@ -66,7 +64,6 @@ impl Running {
             socket: Socket::new(connected),
             template,
             held: None,
-            sent: Vec::new(),
         };
         let params = query_params(url);
         let (view, socket) = (&mut r.view, &mut r.socket);
@@ -94,7 +91,6 @@ impl Running {
         self.held = Some(r);
         let (_, title) = self.socket.take_changes();
         with_title(&mut json, title);
-        self.sent.push(json.len());
         Ok(json)
     }
 
@@ -177,7 +173,6 @@ impl Running {
         self.held = Some(r);
         let diff = (any || title.is_some()).then(|| {
             with_title(&mut json, title);
-            self.sent.push(json.len());
             json
         });
         Ok(Update { diff, navigation })

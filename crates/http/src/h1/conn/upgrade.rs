@@ -47,15 +47,19 @@ impl Conn {
         let Conn {
             stream,
             shutdown,
-            mut buf,
+            buf,
             peer,
             timer,
             ..
         } = self;
         drop(timer);
+        // A copy (usually of nothing), so the connection's read buffer is freed now rather
+        // than held by a long-lived protocol's read-ahead.
+        let read_ahead = bytes::Bytes::copy_from_slice(&buf);
+        drop(buf);
         let up = Upgraded {
             stream,
-            read_ahead: buf.split().freeze(),
+            read_ahead,
             peer,
             shutdown,
         };
