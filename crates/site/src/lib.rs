@@ -19,6 +19,7 @@
 pub mod assign;
 pub mod coalesce;
 pub mod compiled_pages;
+pub mod live_events;
 pub mod live_pages;
 pub mod offload;
 pub mod pages;

@@ -92,7 +92,14 @@ pub fn mount(
         let signer = Signer::new(secret).map_err(|e| anyhow::anyhow!("--live-secret: {e}"))?;
         builder = builder.signer(signer);
     }
+    let browser = store.map(crate::live_events::EventBrowser::new);
+    if let Some(b) = &browser {
+        builder = builder.view(crate::live_events::PATH, "events.html.eex", b.view());
+    }
     let live = builder.build()?;
+    if let Some(b) = &browser {
+        b.start(&live);
+    }
     if let Some(store) = store {
         // The read model: every `order-*` append, from the first, applied then told to the
         // pages. Started inside the runtime `galleon serve` opens the site in.
