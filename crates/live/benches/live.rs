@@ -367,7 +367,11 @@ async fn cpu(pin: bool) {
             let w = (k + r) % WORKLOADS;
             let conns = (&mut counter, &mut list, &mut page);
             let (s, t, d) = run(w, events, &child, conns, &mut msg).await;
-            let n = (if w == 2 || w == 3 { events / 100 * 100 } else { events }) as f64;
+            let n = (if w == 2 || w == 3 {
+                events / 100 * 100
+            } else {
+                events
+            }) as f64;
             this[w] = s as f64 / n / 1000.0;
             sched[w].push(this[w]);
             ticks[w].push(t as f64 / n / 1000.0);

@@ -19,6 +19,7 @@
 pub mod assign;
 pub mod coalesce;
 pub mod compiled_pages;
+mod json_text;
 pub mod live_events;
 pub mod live_pages;
 pub mod offload;

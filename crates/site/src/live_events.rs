@@ -452,78 +452,15 @@ fn event_row(e: &RecordedEvent) -> Value {
         ("position", Value::from(e.position)),
         ("type", Value::from(e.event_type.as_str())),
         ("recorded_at", Value::from(e.recorded_at.to_string())),
-        ("data", Value::from(shown_json(e.data.get()))),
-        ("metadata", Value::from(shown_json(e.metadata.get()))),
+        (
+            "data",
+            Value::from(crate::json_text::shown(e.data.get(), DATA_SHOWN)),
+        ),
+        (
+            "metadata",
+            Value::from(crate::json_text::shown(e.metadata.get(), DATA_SHOWN)),
+        ),
     ])
-}
-
-/// `json` pretty-printed, cut at [`DATA_SHOWN`] bytes.
-fn shown_json(json: &str) -> String {
-    let mut pretty = pretty_json(json);
-    if pretty.len() > DATA_SHOWN {
-        let mut cut = DATA_SHOWN;
-        while !pretty.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        pretty.truncate(cut);
-        pretty.push_str(&format!("\n… ({} bytes in all)", json.len()));
-    }
-    pretty
-}
-
-/// Re-indents JSON text (two spaces a level) without parsing it into numbers, so what is shown
-/// is exactly what is stored (a big integer stays as written). The store checked it is JSON.
-fn pretty_json(json: &str) -> String {
-    let mut out = String::with_capacity(json.len() * 2);
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    let mut chars = json.chars().peekable();
-    let newline = |out: &mut String, depth: usize| {
-        out.push('\n');
-        out.extend(std::iter::repeat_n("  ", depth));
-    };
-    while let Some(c) = chars.next() {
-        if in_string {
-            out.push(c);
-            match (escaped, c) {
-                (true, _) => escaped = false,
-                (false, '\\') => escaped = true,
-                (false, '"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match c {
-            '"' => {
-                in_string = true;
-                out.push(c);
-            }
-            '{' | '[' => {
-                out.push(c);
-                while chars.peek().is_some_and(|n| n.is_whitespace()) {
-                    chars.next();
-                }
-                if matches!(chars.peek(), Some('}' | ']')) {
-                    out.extend(chars.next());
-                } else {
-                    depth += 1;
-                    newline(&mut out, depth);
-                }
-            }
-            '}' | ']' => {
-                depth = depth.saturating_sub(1);
-                newline(&mut out, depth);
-                out.push(c);
-            }
-            ',' => {
-                out.push(c);
-                newline(&mut out, depth);
-            }
-            ':' => out.push_str(": "),
-            c if c.is_whitespace() => {}
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// The page's URL for `stream`, its id percent-encoded.
@@ -771,19 +708,6 @@ mod tests {
             metadata: galleon_eventstore::Json::empty_object(),
             recorded_at: galleon_eventstore::Timestamp::default(),
         }
-    }
-
-    #[test]
-    fn json_is_reindented_as_written() {
-        let text = r#"{"a":[1,{"b":"x,{y}\"z:"}],"e":{},"f":[ ],"big":123456789012345678901234}"#;
-        let want = "{\n  \"a\": [\n    1,\n    {\n      \"b\": \"x,{y}\\\"z:\"\n    }\n  ],\n  \
-                    \"e\": {},\n  \"f\": [],\n  \"big\": 123456789012345678901234\n}";
-        assert_eq!(pretty_json(text), want);
-        assert_eq!(pretty_json("\"just a string\""), "\"just a string\"");
-        let long = format!("\"{}\"", "é".repeat(DATA_SHOWN));
-        let shown = shown_json(&long);
-        assert!(shown.len() < DATA_SHOWN + 40, "{}", shown.len());
-        assert!(shown.ends_with(&format!("({} bytes in all)", long.len())));
     }
 
     #[test]
