@@ -1,6 +1,6 @@
 //! [`Diagnostics`]: what the diagnostics routes read (the statistics, optionally a CPU pool and
-//! extra figures) and who they answer, and their answers, which both adapters send: the live
-//! page, `stats.json`, `/metrics` and health. All but health answer loopback peers only unless
+//! extra figures) and who they answer, and their answers, which both adapters send: the
+//! stats page (live in galleon-http, see `live.rs`), `stats.json`, `/metrics` and health. All but health answer loopback peers only unless
 //! opened, or only requests with a bearer token when one is set ([`Diagnostics::guard`]); with
 //! recording off they answer 404.
 
@@ -231,15 +231,27 @@ impl Diagnostics {
         })
     }
 
-    /// The live page (`text/html`), rendered by galleon's compiled templates.
+    /// The plain stats page (`text/html`, reloading itself every
+    /// [`REFRESH_SECS`](crate::REFRESH_SECS) s): what the axum routes serve at `/_galleon`;
+    /// galleon-http's [`mount`](crate::mount) serves the same content as a live page.
     pub fn page(&self) -> Result<IoList, galleon_template::Error> {
+        self.with_page_inputs(page::render)
+    }
+
+    /// The page's assigns now, read afresh (the live view's, at mount and each tick).
+    pub(crate) fn page_assigns(&self) -> serde_json::Map<String, serde_json::Value> {
+        self.with_page_inputs(page::assigns)
+    }
+
+    /// `f` of a fresh snapshot, the pool's state and the figures.
+    fn with_page_inputs<T>(&self, f: impl FnOnce(&crate::Snapshot, Extras<'_>) -> T) -> T {
         let pool: Option<PoolSnapshot> = self.pool.as_ref().map(Pool::snapshot);
         let sets: Vec<(&str, Vec<Figure>)> = self
             .read_figures()
             .into_iter()
             .map(|(_, title, f)| (title, f))
             .collect();
-        page::render(
+        f(
             &self.stats.snapshot(),
             Extras {
                 pool: pool.as_ref(),
@@ -292,7 +304,11 @@ impl Diagnostics {
     /// Refuses what the guard refuses (a peer that is not loopback unless the routes are open; a
     /// request without the token when one is set), and everything when
     /// recording is off.
-    fn refusal(&self, peer: Option<SocketAddr>, authorization: Option<&[u8]>) -> Option<Answer> {
+    pub(crate) fn refusal(
+        &self,
+        peer: Option<SocketAddr>,
+        authorization: Option<&[u8]>,
+    ) -> Option<Answer> {
         if let Err((status, message)) = self.guard.allows(peer, authorization) {
             let mut a = Answer::error(status, message);
             a.challenge = status == 401;

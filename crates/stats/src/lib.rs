@@ -5,15 +5,18 @@
 //! connections, resident memory, a CPU pool's hops (`galleon_offload::Pool`) and any extra
 //! figures (an event store's); served as
 //!
-//! - `GET /_galleon`: a live page (HTML and inline SVG, reloading every [`REFRESH_SECS`] s),
-//!   rendered with galleon's compiled templates;
+//! - `GET /_galleon`: the stats page (HTML and inline SVG). In galleon-http it is a
+//!   galleon-live page: rendered as HTML first, then kept current over a socket
+//!   (`/_galleon/live/websocket`, scripts at `/_galleon/live/assets/`), the changed figures
+//!   sent every [`REFRESH_SECS`] s; in axum a plain page reloading itself as often;
 //! - `GET /_galleon/stats.json`: the same as JSON (`server` is a [`Snapshot`]);
 //! - `GET /metrics`: Prometheus's text format;
 //! - `GET /_galleon/health`: `{"status":"ok","uptime_s":...}` for load balancers;
 //!
-//! plus an access log through `tracing` (target [`ACCESS_TARGET`]). The first three answer
-//! loopback peers only unless [`Diagnostics::open`]; health answers everyone. With
-//! [`StatsConfig::record`] off only the access log is kept and those three answer 404.
+//! plus an access log through `tracing` (target [`ACCESS_TARGET`]). The first three (and the
+//! live page's socket and scripts) answer loopback peers only unless [`Diagnostics::open`];
+//! health answers everyone. With [`StatsConfig::record`] off only the access log is kept and
+//! those answer 404.
 //!
 //! ## In galleon-http
 //! [`Stats`] is the server's [`Observer`](galleon_http::Observer), and [`mount`] adds the
@@ -77,6 +80,7 @@ mod diagnostics;
 mod figures;
 mod format;
 mod galleon;
+mod live;
 mod page;
 mod prom;
 mod record;

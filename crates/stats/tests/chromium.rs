@@ -1,7 +1,13 @@
-//! Headless Chromium renders the live page with histograms that hold data while traffic runs
-//! (skipped, loudly, without chromium; failing then if `GALLEON_REQUIRE_CHROMIUM` is set).
+//! Headless Chromium renders the live page with histograms that hold data while traffic runs,
+//! and, driven through chromedriver, keeps it live: the LiveView client joins and the numbers
+//! update in place, without a reload (skipped, loudly, without chromium or chromedriver;
+//! failing then if `GALLEON_REQUIRE_CHROMIUM` is set).
 
 mod common;
+// galleon-live's WebDriver client, read from its tests as it is.
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../live/tests/common/webdriver.rs"]
+mod webdriver;
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -9,6 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use common::{TIMEOUT, TestServer, chart_totals, chromium, get_ok};
+use serde_json::json;
+use webdriver::{Browser, WAIT};
 
 #[test]
 fn chromium_renders_the_live_page_with_nonzero_histograms_while_traffic_runs() {
@@ -81,4 +89,62 @@ fn chromium_renders_the_live_page_with_nonzero_histograms_while_traffic_runs() {
         .count();
     assert!(bars_with_data >= 3, "{bars_with_data} bars with data");
     assert!(dom.contains("/blah"), "the busiest route is listed");
+}
+
+/// The text of `css` as a number (0 when missing or not one).
+fn number(b: &Browser, css: &str) -> u64 {
+    b.try_text(css)
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_live_page_updates_its_numbers_in_place_without_a_reload() {
+    let Some(b) = Browser::start() else {
+        return;
+    };
+    let pool = common::pool();
+    let s = TestServer::with_pool(&pool);
+    let mut c = s.client();
+    get_ok(&mut c, "/blah");
+    b.goto(&format!("http://{}/_galleon", s.addr));
+    b.wait_until("the stats view to connect", WAIT, |b| {
+        b.execute(
+            "var m = document.querySelector('[data-phx-main]');\
+             return !!m && m.classList.contains('phx-connected');",
+            vec![],
+        ) == json!(true)
+    });
+    // A reload would drop this.
+    b.execute("window.__marker = 'kept';", vec![]);
+    let before = number(&b, "#requests");
+    assert!(before >= 1, "the first render counts /blah: {before}");
+    for _ in 0..7 {
+        get_ok(&mut c, "/blah");
+    }
+    // The next tick (every 2 s) brings the new count.
+    b.wait_until("the request count to grow by the 7 sent", WAIT, |b| {
+        number(b, "#requests") >= before + 7
+    });
+    b.wait_until("the /blah row to count 8", WAIT, |b| {
+        b.execute(
+            "return [...document.querySelectorAll('tr')].some(r => \
+             r.cells.length > 2 && r.cells[0].textContent === '/blah' && \
+             r.cells[2].textContent === '8');",
+            vec![],
+        ) == json!(true)
+    });
+    assert_eq!(
+        b.execute("return window.__marker || null;", vec![]),
+        json!("kept"),
+        "the page was reloaded instead of patched"
+    );
+    assert_eq!(
+        b.execute("return document.title;", vec![]),
+        json!("galleon: live stats")
+    );
+    let logs = b.console_logs();
+    let bad: Vec<&String> = logs.iter().filter(|l| l.starts_with("SEVERE")).collect();
+    assert!(bad.is_empty(), "console errors: {bad:#?}\nall: {logs:#?}");
 }

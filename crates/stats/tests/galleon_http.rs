@@ -1,7 +1,8 @@
 //! The galleon-http adapter, through a real server in-process: `/metrics` parses as Prometheus
 //! text and counts the traffic sent, `stats.json` has the routes, writes, connections, pool and
-//! figures, the live page shows them, health answers, the routes refuse peers that are not
-//! loopback unless opened, and recording off turns them off but health.
+//! figures, the live page shows them, health answers, the routes (the live page's socket and
+//! scripts too) refuse peers that are not loopback unless opened, and recording off turns them
+//! off but health.
 
 mod common;
 
@@ -150,7 +151,7 @@ fn stats_json_shows_routes_writes_connections_the_pool_and_figures() {
 }
 
 #[test]
-fn the_live_page_shows_the_traffic_and_reloads_itself() {
+fn the_live_page_shows_the_traffic_and_is_ready_to_go_live() {
     let pool = common::pool();
     let p = pool.clone();
     let s = TestServer::start(StatsConfig::default(), &pool, move |d| {
@@ -170,16 +171,33 @@ fn the_live_page_shows_the_traffic_and_reloads_itself() {
     let r = c.get(PAGE_PATH, &[]).unwrap();
     assert_eq!(r.status, 200);
     assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
-    assert_eq!(r.header("cache-control"), Some("no-store"));
+    assert_eq!(r.header("cache-control"), Some("private, no-store"));
     let page = r.text();
     assert_well_nested(&page);
     assert!(page.starts_with("<!doctype html>"));
-    assert!(page.contains("<meta http-equiv=\"refresh\" content=\"2\">"));
+    // Without JavaScript it reloads itself; with it, the client joins the live view.
+    assert!(page.contains("<noscript><meta http-equiv=\"refresh\" content=\"2\"></noscript>"));
+    assert!(
+        page.contains("<meta name=\"csrf-token\" content=\""),
+        "{page}"
+    );
+    assert!(
+        page.contains(" data-phx-main data-phx-session=\""),
+        "{page}"
+    );
+    for script in ["phoenix.min.js", "phoenix_live_view.min.js", "app.js"] {
+        let src = format!("<script defer src=\"/_galleon/live/assets/{script}\"></script>");
+        assert!(page.contains(&src), "{src}");
+        let js = c
+            .get(&format!("/_galleon/live/assets/{script}"), &[])
+            .unwrap();
+        assert_eq!(js.status, 200, "{script}");
+    }
     assert!(page.contains("<title>galleon: live stats</title>"));
     assert!(page.contains("<tr><td>/blah</td><td>GET</td><td>4</td><td>200: 4</td>"));
     assert!(page.contains("<td>(unmatched)</td><td>GET</td><td>1</td><td>404: 1</td>"));
     assert!(page.contains("connections open<b>1 <small>of 1 accepted, 0 refused</small>"));
-    assert!(page.contains("requests<b>5</b>"));
+    assert!(page.contains("requests<b id=\"requests\">5</b>"));
     assert!(page.contains("<h2>Latency, head to last byte</h2>"));
     assert!(page.contains("5 responses in "), "{page}");
     assert!(page.contains("<h2>CPU pool</h2><p>2 threads,"));
@@ -189,6 +207,34 @@ fn the_live_page_shows_the_traffic_and_reloads_itself() {
     // Charts: two latency (two rows), calls and iovecs; each holds the samples it counts.
     let totals = chart_totals(&page);
     assert_eq!(&totals[..4], &[4, 1, 5, 5], "{totals:?}");
+}
+
+/// The live page's socket and one of its scripts: guarded as the page is.
+const LIVE_PATHS: [&str; 2] = [
+    "/_galleon/live/websocket",
+    "/_galleon/live/assets/phoenix_live_view.min.js",
+];
+
+/// A WebSocket upgrade of the live socket, as a browser on this page sends it.
+fn upgrade(peer: &str, authorization: Option<&str>) -> Request {
+    let mut headers = vec![
+        ("host", "127.0.0.1:4000"),
+        ("upgrade", "websocket"),
+        ("connection", "Upgrade"),
+        ("sec-websocket-version", "13"),
+        ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+        ("origin", "http://127.0.0.1:4000"),
+    ];
+    if let Some(a) = authorization {
+        headers.push(("authorization", a));
+    }
+    Request::new(
+        Method::Get,
+        "/_galleon/live/websocket?_csrf_token=x&vsn=2.0.0",
+        &headers,
+        Bytes::new(),
+    )
+    .with_peer(peer.parse().unwrap())
 }
 
 fn get(target: &str, peer: &str) -> Request {
@@ -218,6 +264,22 @@ async fn the_routes_answer_loopback_only_unless_opened_and_health_answers_all() 
             assert_eq!(status, want, "{path} from {peer}");
         }
     }
+    // The live page's socket and scripts: refused to whom the page is refused. A refused
+    // socket is not upgraded, so nothing can be joined on it.
+    for path in LIVE_PATHS {
+        let status = closed.handle(get(path, "192.0.2.7:9")).await.status().0;
+        assert_eq!(status, 403, "{path}");
+    }
+    let refused = closed.handle(upgrade("192.0.2.7:9", None)).await;
+    assert_eq!(refused.status().0, 403);
+    let script = closed.handle(get(LIVE_PATHS[1], "127.0.0.1:9")).await;
+    assert_eq!(script.status().0, 200);
+    // From loopback the upgrade reaches galleon-live and is accepted (its joins then check
+    // the CSRF and session tokens).
+    let accepted = closed.handle(upgrade("127.0.0.1:9", None)).await.status().0;
+    assert_eq!(accepted, 101, "a loopback upgrade passes the guard");
+    let opened = open.handle(get(LIVE_PATHS[1], "192.0.2.7:9")).await;
+    assert_eq!(opened.status().0, 200);
     let health = closed.handle(get(HEALTH_PATH, "192.0.2.7:9")).await;
     assert_eq!(health.status().0, 200);
     // A request built in-process (no peer) is the embedder's own.
@@ -259,6 +321,24 @@ async fn with_a_token_every_peer_needs_it_loopback_included() {
             200
         );
     }
+    for path in LIVE_PATHS {
+        let bare = guarded.handle(get(path, "127.0.0.1:9")).await;
+        assert_eq!(bare.status().0, 401, "{path}");
+    }
+    let refused = guarded.handle(upgrade("127.0.0.1:9", None)).await;
+    assert_eq!(refused.status().0, 401, "no socket without the token");
+    let accepted = guarded.handle(upgrade("192.0.2.7:9", Some(&bearer))).await;
+    assert_eq!(accepted.status().0, 101, "with the token, from anywhere");
+    let script = Request::new(
+        Method::Get,
+        LIVE_PATHS[1],
+        &[("authorization", bearer.as_str())],
+        Bytes::new(),
+    );
+    let script = guarded
+        .handle(script.with_peer("192.0.2.7:9".parse().unwrap()))
+        .await;
+    assert_eq!(script.status().0, 200);
     let health = guarded.handle(get(HEALTH_PATH, "192.0.2.7:9")).await;
     assert_eq!(health.status().0, 200, "health stays open");
 }
@@ -289,7 +369,13 @@ fn with_recording_off_the_routes_say_so_and_health_still_answers() {
     let s = TestServer::start(config, &pool, |d| d);
     let mut c = s.client();
     get_ok(&mut c, "/blah");
-    for path in [PAGE_PATH, JSON_PATH, METRICS_PATH] {
+    for path in [
+        PAGE_PATH,
+        JSON_PATH,
+        METRICS_PATH,
+        LIVE_PATHS[0],
+        LIVE_PATHS[1],
+    ] {
         let r = c.get(path, &[]).unwrap();
         assert_eq!(r.status, 404, "{path}");
         assert!(r.text().contains("statistics are off"), "{}", r.text());

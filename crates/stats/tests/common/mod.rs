@@ -161,7 +161,7 @@ pub fn samples(scrape: &prometheus_parse::Scrape, metric: &str) -> HashMap<Strin
 /// Checks that every element of `html` is closed in order (void elements excepted) and that no
 /// text holds a bare `<`: what an unescaped label or a broken template would break.
 pub fn assert_well_nested(html: &str) {
-    const VOID: [&str; 4] = ["meta", "br", "img", "input"];
+    const VOID: [&str; 5] = ["meta", "link", "br", "img", "input"];
     let mut open: Vec<String> = Vec::new();
     let mut rest = html;
     while let Some(i) = rest.find('<') {
