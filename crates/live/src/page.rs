@@ -121,18 +121,10 @@ pub(crate) fn render(shared: &Shared, layout: &Layout, req: &Request, session: J
     Response::html(layout(&page)).with_header("cache-control", "private, no-store")
 }
 
-/// HTML-escapes `s` for text and attributes.
+/// HTML-escapes `s` for text and attributes, as the templates do (`& < > " '`).
 fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
+    let mut out = galleon_iolist::IoList::new();
+    galleon_iolist::escape_html_copy_into(&mut out, s.as_bytes());
+    // Escaping replaces ASCII bytes with ASCII entities: UTF-8 stays UTF-8.
+    String::from_utf8(out.to_vec()).unwrap_or_default()
 }

@@ -79,21 +79,15 @@ pub(crate) fn check(shared: &Arc<Shared>, req: &Request) -> Result<SocketUpgrade
         ));
     }
     if !origin_allowed(shared, req) {
-        shared
-            .counters
-            .sockets_refused
-            .fetch_add(1, Ordering::Relaxed);
-        return Err(Response::error(
+        return Err(refuse(
+            shared,
             StatusCode::FORBIDDEN,
             "this origin may not open live sockets",
         ));
     }
     let Some(csrf) = req.query_value("_csrf_token").filter(|t| !t.is_empty()) else {
-        shared
-            .counters
-            .sockets_refused
-            .fetch_add(1, Ordering::Relaxed);
-        return Err(Response::error(
+        return Err(refuse(
+            shared,
             StatusCode::FORBIDDEN,
             "missing CSRF token: open the socket from a live page",
         ));
@@ -104,14 +98,12 @@ pub(crate) fn check(shared: &Arc<Shared>, req: &Request) -> Result<SocketUpgrade
         .verify(CSRF_SALT, &csrf, max_age, now_unix_s())
         .is_ok();
     let Some(slot) = Slot::take(shared) else {
-        shared
-            .counters
-            .sockets_refused
-            .fetch_add(1, Ordering::Relaxed);
-        return Err(
-            Response::error(StatusCode::SERVICE_UNAVAILABLE, "too many live sockets")
-                .with_header("retry-after", "5"),
-        );
+        return Err(refuse(
+            shared,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many live sockets",
+        )
+        .with_header("retry-after", "5"));
     };
     Ok(SocketUpgrade {
         slot,
@@ -180,6 +172,16 @@ impl SocketUpgrade {
     {
         run(self.slot, stream, read_ahead, stop, self.stale).await;
     }
+}
+
+/// A refusal of a socket that may be an attack or an overload (origin, CSRF, the limit):
+/// counted in `sockets_refused`.
+fn refuse(shared: &Shared, status: StatusCode, why: &'static str) -> Response {
+    shared
+        .counters
+        .sockets_refused
+        .fetch_add(1, Ordering::Relaxed);
+    Response::error(status, why)
 }
 
 /// A place under `max_connections`, given back when dropped.
