@@ -111,3 +111,32 @@ fn a_page_held_on_one_node_shows_an_append_made_through_another() {
         std::panic::resume_unwind(panic);
     }
 }
+
+#[test]
+fn the_event_browsers_tail_takes_new_events_at_the_top_in_a_browser() {
+    let Some(b) = Browser::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let site = sqlite_site(&dir);
+    b.goto(&format!("http://{}/live/events", site.addr));
+    connected(&b);
+    // Each append lands at the top: the rows below move down (sent as moves, `km`).
+    let (mut orders, _) = join(site.addr, &site, "/live/orders");
+    let tail = "return Array.from(document.querySelectorAll('#tail tr'))\
+                .map(r => r.cells[1].textContent).join(' ')";
+    let mut want = Vec::new();
+    for (i, id) in ["4", "8", "15", "16"].iter().enumerate() {
+        let r = event(
+            &mut orders,
+            &format!("r{i}"),
+            "click",
+            "advance",
+            json!({"id": id}),
+        );
+        assert_eq!(r["status"], "ok", "{r}");
+        want.insert(0, format!("order-{id}"));
+        let want = want.join(" ");
+        b.wait_until(&format!("the tail to read {want}"), WAIT, |b| {
+            b.execute(tail, vec![]) == json!(want)
+        });
+    }
+}

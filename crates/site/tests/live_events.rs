@@ -150,6 +150,9 @@ fn the_browser_lists_categories_follows_appends_and_shows_a_stream() {
         d.contains("OrderLate")
     });
     assert!(d.contains("order-3"), "{d}");
+    // The older events moved down a row: sent as their old places, not again.
+    assert!(d.contains(r#""km":1"#), "{d}");
+    assert!(!d.contains("x-2"), "a moved row carries no values: {d}");
 
     // A stream by patch link: its events, newest first, data pretty-printed and escaped, the
     // big integer as stored.

@@ -75,6 +75,17 @@ impl std::fmt::Debug for Changed<'_> {
     }
 }
 
+/// The old row that new row `i` equals, if it moved: looked for where the last move put rows
+/// (`shift`) and one place either side, so an insertion or a removal anywhere costs a number
+/// per later row instead of its values, in time linear in the rows.
+fn moved_from(old: &[Vec<Dynamic>], row: &[Dynamic], i: usize, shift: isize) -> Option<usize> {
+    let at = |d: isize| usize::try_from(i as isize - d).ok().filter(|&j| j != i);
+    [at(shift), at(1), at(-1)]
+        .into_iter()
+        .flatten()
+        .find(|&j| old.get(j).is_some_and(|r| r[..] == *row))
+}
+
 /// One render of a [`LiveTemplate`]: the values of every dynamic, by block.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveRender {
@@ -249,23 +260,37 @@ impl LiveTemplate {
                     return false;
                 }
                 out.push_str("{\"k\":{");
-                let mut any = false;
+                let (mut any, mut moved) = (false, false);
+                // How far rows moved at the last move found: after an insertion or a removal
+                // every later row is that far from its old place.
+                let mut shift = 0isize;
                 for (i, row) in b.rows.iter().enumerate() {
+                    if a.rows.get(i) == Some(row) {
+                        continue;
+                    }
                     let before = out.len();
                     if any {
                         out.push(',');
                     }
                     let _ = write!(out, "\"{i}\":");
-                    let changed = match a.rows.get(i) {
-                        Some(old_row) => {
-                            out.push('{');
-                            let c = self.diff_dyns(old_row, row, out);
-                            out.push('}');
-                            c
-                        }
-                        None => {
-                            self.full_row(row, out);
-                            true
+                    let changed = if let Some(j) = moved_from(&a.rows, row, i, shift) {
+                        // The client copies the old row `j` here (`km` says moves follow).
+                        let _ = write!(out, "{j}");
+                        shift = i as isize - j as isize;
+                        moved = true;
+                        true
+                    } else {
+                        match a.rows.get(i) {
+                            Some(old_row) => {
+                                out.push('{');
+                                let c = self.diff_dyns(old_row, row, out);
+                                out.push('}');
+                                c
+                            }
+                            None => {
+                                self.full_row(row, out);
+                                true
+                            }
                         }
                     };
                     if changed {
@@ -279,6 +304,9 @@ impl LiveTemplate {
                 }
                 if any {
                     out.push(',');
+                }
+                if moved {
+                    out.push_str("\"km\":1,");
                 }
                 let _ = write!(out, "\"kc\":{}}}}}", b.rows.len());
                 true

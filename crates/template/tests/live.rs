@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use galleon_template::{Assigns, Changed, Engine, LiveRender, LiveTemplate, Value};
 use serde_json::{Map, Value as Json};
 
-/// `Rendered.mergeDiff` of the client, for diffs without components or moves.
+/// `Rendered.mergeDiff` of the client (`mergeKeyed` with its moves), for diffs without
+/// components.
 fn merge(target: &mut Json, source: Json) {
     if source.get("s").is_some() {
         *target = source;
@@ -32,15 +33,32 @@ fn do_merge(target: &mut Json, source: Json) {
             .or_insert_with(|| Json::Object(Map::new()))
             .as_object_mut()
             .unwrap();
+        // With `km`, moves copy rows of the tree as it was before this diff.
+        let before = keyed.get("km").is_some().then(|| tk.clone());
         for (i, entry) in keyed {
             if i == "kc" || i == "km" {
                 continue;
             }
-            assert!(entry.is_object(), "moves are not sent: {entry}");
-            let row = tk
-                .entry(i.clone())
-                .or_insert_with(|| Json::Object(Map::new()));
-            do_merge(row, entry.clone());
+            let old_row = |j: &Json| {
+                let before = before.as_ref().expect("a move without km");
+                before[&j.as_u64().expect("a row index").to_string()].clone()
+            };
+            match entry {
+                Json::Number(_) => {
+                    tk.insert(i.clone(), old_row(entry));
+                }
+                Json::Array(pair) => {
+                    let mut row = old_row(&pair[0]);
+                    do_merge(&mut row, pair[1].clone());
+                    tk.insert(i.clone(), row);
+                }
+                _ => {
+                    let row = tk
+                        .entry(i.clone())
+                        .or_insert_with(|| Json::Object(Map::new()));
+                    do_merge(row, entry.clone());
+                }
+            }
         }
         let old = tk.get("kc").and_then(Json::as_u64).unwrap_or(0);
         let new = keyed["kc"].as_u64().expect("kc");
@@ -265,10 +283,22 @@ fn diffs_merged_as_the_client_merges_them_rebuild_the_page_after_every_change() 
                 changed.push("items");
             }
             5 => {
-                if next(2) == 0 || s.items.is_empty() {
-                    s.items.push((100 + step, format!("new {step}"), false));
-                } else {
-                    s.items.pop();
+                let new = (100 + step, format!("new {step}"), false);
+                match next(4) {
+                    _ if s.items.is_empty() => s.items.push(new),
+                    0 => s.items.push(new),
+                    1 => {
+                        s.items.pop();
+                    }
+                    // Rows move: an insertion or a removal anywhere.
+                    2 => {
+                        let at = next(s.items.len() as u64 + 1) as usize;
+                        s.items.insert(at, new);
+                    }
+                    _ => {
+                        let at = next(s.items.len() as u64) as usize;
+                        s.items.remove(at);
+                    }
                 }
                 changed.push("items");
             }
@@ -349,6 +379,60 @@ fn one_changed_row_of_three_hundred_sends_that_row_alone() {
     let mut html = String::new();
     client_html(&client, &mut html);
     assert_eq!(html, t.to_html(&b));
+}
+
+#[test]
+fn rows_that_moved_are_sent_as_their_old_places_not_their_values() {
+    let t = list_template();
+    let list = |ids: &[usize]| {
+        let rows: Vec<Json> = ids
+            .iter()
+            .map(
+                |i| serde_json::json!({"id": i, "name": format!("order-{i}"), "status": "pending"}),
+            )
+            .collect();
+        json_value(Json::Array(rows))
+    };
+    let ids: Vec<usize> = (1..=20).collect();
+    let before = list(&ids);
+    let a = t
+        .render(|_| Some(before.clone()), Changed::All, None)
+        .unwrap();
+    let mut client = String::new();
+    t.diff(None, &a, &mut client);
+    let mut client = parse(&client);
+    // One row added at the top: it is sent, each other row is the number of its old place.
+    let after = list(&[[0].as_slice(), &ids].concat());
+    let b = t
+        .render(|_| Some(after.clone()), Changed::All, Some(&a))
+        .unwrap();
+    let mut diff = String::new();
+    t.diff(Some(&a), &b, &mut diff);
+    assert!(
+        diff.contains(r#""1":0,"2":1,"#) && diff.contains(r#""km":1,"kc":21"#),
+        "{diff}"
+    );
+    assert!(
+        !diff.contains("order-5"),
+        "moved rows carry no values: {diff}"
+    );
+    merge(&mut client, parse(&diff));
+    let mut html = String::new();
+    client_html(&client, &mut html);
+    assert_eq!(html, t.to_html(&b));
+    // One row taken out of the middle: the rows after it move up.
+    let fewer: Vec<usize> = (0..=20).filter(|&i| i != 9).collect();
+    let after = list(&fewer);
+    let c = t
+        .render(|_| Some(after.clone()), Changed::All, Some(&b))
+        .unwrap();
+    diff.clear();
+    t.diff(Some(&b), &c, &mut diff);
+    assert!(diff.starts_with(r#"{"0":{"k":{"9":10,"10":11,"#), "{diff}");
+    merge(&mut client, parse(&diff));
+    html.clear();
+    client_html(&client, &mut html);
+    assert_eq!(html, t.to_html(&c));
 }
 
 #[test]

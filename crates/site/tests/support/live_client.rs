@@ -51,13 +51,19 @@ pub fn next(ws: &mut Ws) -> Value {
 }
 
 /// Sends event `event` with `value` (`kind` as the client names it) and returns the reply's
-/// response.
+/// payload, skipping the pushed diffs that arrive before it.
 pub fn event(ws: &mut Ws, r: &str, kind: &str, event: &str, value: Value) -> Value {
     let m = json!(["1", r, "lv:v", "event", {"type": kind, "event": event, "value": value}]);
     ws.send(Message::text(m.to_string())).unwrap();
-    let reply = next(ws);
-    assert_eq!(reply[1], r, "{reply}");
-    reply[4].clone()
+    // Pushes of earlier broadcasts may come first.
+    loop {
+        let reply = next(ws);
+        if reply[3] == "diff" && reply[1].is_null() {
+            continue;
+        }
+        assert_eq!(reply[1], r, "{reply}");
+        return reply[4].clone();
+    }
 }
 
 /// The next pushed diff (event `diff`) on `ws`, as text.
