@@ -114,6 +114,10 @@ pub(crate) struct Args {
     /// millisecond. At or under --stream-unsent: never raised.
     #[arg(long, default_value_t = galleon_http::DEFAULT_STREAM_UNSENT_MAX_BYTES, value_name = "BYTES")]
     stream_unsent_max: u32,
+    /// Bytes of answers to pipelined requests held back to go out together in one gathered
+    /// write (a response waits while the next request is already read); 0 writes each alone.
+    #[arg(long, default_value_t = galleon_http::DEFAULT_PIPELINE_BATCH_BYTES, value_name = "BYTES")]
+    pipeline_batch: usize,
     /// Threads that write streamed pages, event streams and large files, apart from the request
     /// workers, so a burst of downloads does not delay small requests (default: one per core);
     /// 0 writes them on the request workers.
@@ -285,6 +289,10 @@ const MAX_BULK_WRITERS: usize = 1024;
 /// Largest `--stream-unsent` and `--stream-unsent-max`: 64 MiB (Linux's largest send buffer by default is 4 MiB).
 const MAX_STREAM_UNSENT: u32 = 64 * 1024 * 1024;
 
+/// Largest `--pipeline-batch`: 16 MiB held per connection is already more than any pipelining
+/// client needs.
+const MAX_PIPELINE_BATCH: usize = 16 * 1024 * 1024;
+
 /// Largest `--max-headers`: 1,024 header lines.
 const MAX_HEADERS: usize = 1024;
 
@@ -405,6 +413,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         args.stream_unsent_max
     );
     config.limits.stream_unsent_max_bytes = args.stream_unsent_max;
+    anyhow::ensure!(
+        args.pipeline_batch <= MAX_PIPELINE_BATCH,
+        "--pipeline-batch {}: expected 0 (each answer alone) to {MAX_PIPELINE_BATCH}",
+        args.pipeline_batch
+    );
+    config.limits.pipeline_batch_bytes = args.pipeline_batch;
     let bulk_writers = args
         .bulk_writers
         .unwrap_or_else(galleon_http::default_bulk_writers);

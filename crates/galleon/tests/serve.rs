@@ -387,6 +387,10 @@ fn out_of_range_durations_and_sizes_are_refused_at_start() {
             "--stream-unsent-max 100000000: expected 0",
         ),
         (
+            ["--pipeline-batch", "20000000"],
+            "--pipeline-batch 20000000: expected 0",
+        ),
+        (
             ["--bulk-writers", "5000"],
             "--bulk-writers 5000: expected 0",
         ),

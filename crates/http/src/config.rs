@@ -53,6 +53,11 @@ pub const DEFAULT_STREAM_UNSENT_BYTES: u32 = 128 * 1024;
 /// (`tcp_wmem`), for readers that drain their socket fast.
 pub const DEFAULT_STREAM_UNSENT_MAX_BYTES: u32 = 4 * 1024 * 1024;
 
+/// Default [`Limits::pipeline_batch_bytes`]: 128 KiB, sixteen pipelined 4 KB pages and their
+/// heads in one write (wrk's and TechEmpower's pipelining depth), and at most that much held per
+/// connection beyond the response being written.
+pub const DEFAULT_PIPELINE_BATCH_BYTES: usize = 128 * 1024;
+
 /// Default [`ServerConfig::bulk_file_bytes`]: 256 KiB. Handing a response to the bulk writers
 /// and back costs two task wake-ups across threads; a file this big costs ten times that to copy
 /// into the socket, so smaller ones are sent by the request worker at once.
@@ -107,6 +112,11 @@ pub struct Limits {
     /// writer's wake-ups do not leave a fast reader's socket empty; a reader whose pace falls
     /// under it per millisecond is put back to it. At or under it: never raised.
     pub stream_unsent_max_bytes: u32,
+    /// Most bytes of whole responses to pipelined requests held back to go out together in one
+    /// gathered write: a response waits while the read buffer holds the next request, and the
+    /// batch goes out when no complete request is left or it reaches this many bytes (or the
+    /// write policy's iovec limit). 0 writes every response on its own.
+    pub pipeline_batch_bytes: usize,
 }
 
 impl Default for Limits {
@@ -123,6 +133,7 @@ impl Default for Limits {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             stream_unsent_bytes: DEFAULT_STREAM_UNSENT_BYTES,
             stream_unsent_max_bytes: DEFAULT_STREAM_UNSENT_MAX_BYTES,
+            pipeline_batch_bytes: DEFAULT_PIPELINE_BATCH_BYTES,
         }
     }
 }

@@ -111,9 +111,9 @@ fn every_request_is_reported_with_its_route_status_and_writes() {
     let reported: u64 = seen[..5].iter().map(|e| e.bytes).sum();
     assert_eq!(reported, answer.len() as u64);
     assert_eq!(seen[5].bytes, bad.len() as u64);
-    assert!(
-        seen.iter().all(|e| e.syscalls >= 1 && e.completed),
-        "{seen:?}"
-    );
+    // The five arrived together: their answers went out together, the calls booked to the last.
+    assert!(seen.iter().all(|e| e.completed), "{seen:?}");
+    assert!(seen[..5].iter().map(|e| e.syscalls).sum::<u64>() >= 1);
+    assert!(seen[5].syscalls >= 1);
     assert_eq!(*rec.opened.lock().unwrap(), 2);
 }

@@ -3,6 +3,8 @@
 //! galleon sends (`content-type`; hyper adds `content-length` and `date`). Per request it clones
 //! one `Bytes` and does nothing else: no routing, no lookup, so it is the floor a server that
 //! renders its page every time is measured against. `bench/http.sh` runs one per page.
+//! `--pipeline-flush` sets hyper's `pipeline_flush(true)`: responses to pipelined requests are
+//! gathered while more requests are buffered and flushed together (`bench/pipeline.sh`).
 
 use std::convert::Infallible;
 
@@ -16,13 +18,26 @@ use hyper_util::rt::TokioIo;
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
     let mut args = std::env::args().skip(1);
-    let (Some(addr), Some(file), None) = (args.next(), args.next(), args.next()) else {
-        eprintln!("usage: hyper-peer ADDR FILE");
+    let (Some(addr), Some(file)) = (args.next(), args.next()) else {
+        eprintln!("usage: hyper-peer ADDR FILE [--pipeline-flush]");
         std::process::exit(2);
+    };
+    let pipeline_flush = match args.next().as_deref() {
+        None => false,
+        Some("--pipeline-flush") => true,
+        Some(other) => {
+            eprintln!(
+                "hyper-peer: unknown argument {other:?}; usage: hyper-peer ADDR FILE [--pipeline-flush]"
+            );
+            std::process::exit(2);
+        }
     };
     let page = Bytes::from(std::fs::read(&file)?);
     let listener = tokio::net::TcpListener::bind(&addr).await?;
-    eprintln!("hyper-peer: serving {file} ({} bytes) at http://{addr}/", page.len());
+    eprintln!(
+        "hyper-peer: serving {file} ({} bytes) at http://{addr}/",
+        page.len()
+    );
     loop {
         let (stream, _) = listener.accept().await?;
         // galleon sets TCP_NODELAY on every connection too.
@@ -41,6 +56,7 @@ async fn main() -> std::io::Result<()> {
                 }
             });
             let _ = http1::Builder::new()
+                .pipeline_flush(pipeline_flush)
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });

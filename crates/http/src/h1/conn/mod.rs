@@ -26,6 +26,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep, sleep_until, timeout, timeout_at};
 
+mod batch;
 mod respond;
 mod upgrade;
 
@@ -126,6 +127,8 @@ struct Conn {
     ///
     /// [`Limits::stream_unsent_bytes`]: crate::Limits::stream_unsent_bytes
     unsent: Option<super::unsent::UnsentBound>,
+    /// Responses to pipelined requests waiting to go out together (`batch.rs`).
+    batch: batch::Batch,
 }
 
 /// Tells the observer a connection ended, however its task ends (also when aborted).
@@ -183,6 +186,7 @@ pub(crate) async fn serve_connection(
         last_status: 0,
         last_writes: WriteStats::default(),
         unsent: None,
+        batch: batch::Batch::default(),
     };
     // Registers the stop future's wake-up with this task once; idle waits then check the
     // `stopping` flag when woken instead of polling the future (a lock) every time.
@@ -332,6 +336,24 @@ impl Conn {
                 resp = resp.with_policy(p);
             }
             let keep = wants_keep_alive && !self.shared.stopping();
+            if self.batchable(&resp, &token) && (self.batch.pending() || self.more_behind(keep)) {
+                self.queue(resp, head_only, minor, keep, observed, route);
+                if self.more_behind(keep) && !self.batch_full() {
+                    continue;
+                }
+                match self.flush_batch().await {
+                    Ok(()) if keep => continue,
+                    Ok(()) => {
+                        self.linger().await;
+                        return None;
+                    }
+                    Err(()) => return None,
+                }
+            }
+            // Whatever else is written or awaited goes after the responses before it.
+            if self.batch.pending() && self.flush_batch().await.is_err() {
+                return None;
+            }
             if self.for_bulk(&resp, head_only) {
                 return Some(Pending {
                     resp,
@@ -502,6 +524,10 @@ impl Conn {
                     }
                 }
             }
+            // No complete request is left: the responses waiting for one go out first.
+            if self.batch.pending() && self.flush_batch().await.is_err() {
+                return Ok(None);
+            }
             if self.buf.is_empty() && self.shared.stopping() {
                 return Ok(None);
             }
@@ -558,6 +584,9 @@ impl Conn {
                 // At most `max_body_bytes`, which is a usize on every supported target.
                 let n = usize::try_from(n).map_err(|_| Fail::Close)?;
                 if self.buf.len() < n {
+                    if self.batch.pending() {
+                        self.flush_batch().await.map_err(|()| Fail::Close)?;
+                    }
                     self.continue_if_expected(req).await?;
                 }
                 let deadline = Instant::now() + limits.body_read_timeout;
@@ -565,6 +594,9 @@ impl Conn {
                 Ok(self.buf.split_to(n).freeze())
             }
             BodyFraming::Chunked => {
+                if self.batch.pending() {
+                    self.flush_batch().await.map_err(|()| Fail::Close)?;
+                }
                 self.continue_if_expected(req).await?;
                 let deadline = Instant::now() + limits.body_read_timeout;
                 let mut decoder = ChunkedDecoder::new(max, limits.max_head_bytes);
@@ -616,6 +648,10 @@ impl Conn {
 
     /// Answers a bad request and closes.
     async fn fail(&mut self, f: Fail) {
+        // The answers to the requests before this one go first.
+        if self.batch.pending() && self.flush_batch().await.is_err() {
+            return;
+        }
         let Fail::Status(status, why) = f else {
             return;
         };
