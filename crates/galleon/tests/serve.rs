@@ -242,6 +242,46 @@ fn sigterm_shuts_down_gracefully() {
     assert!(std::net::TcpStream::connect(addr).is_err());
 }
 
+/// One worker is a current-thread runtime (the start-up line says so), and serves as many do: a
+/// page, a compiled page, a streamed page, pipelined requests; SIGTERM still stops it cleanly.
+/// `--runtime multi-thread` keeps the multi-thread runtime.
+#[test]
+fn one_worker_runs_a_current_thread_runtime() {
+    let mut s = ServeProcess::start(&["--threads", "1"]);
+    let pid = s.pid();
+    assert!(
+        s.stderr().contains("(1 worker, current-thread runtime, "),
+        "{}",
+        s.stderr()
+    );
+    let mut c = client(&s);
+    assert_eq!(c.get("/blah?iters=10", &[]).unwrap().body.len(), 4100);
+    assert_eq!(
+        c.get("/compiled/blah?iters=10", &[]).unwrap().body.len(),
+        4100
+    );
+    let doom = c.get("/doom?iters=20000", &[]).unwrap();
+    assert_eq!(doom.status, 200);
+    assert!(doom.body.len() > 1_000_000, "{}", doom.body.len());
+    let mut raw = std::net::TcpStream::connect(s.addr).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    raw.write_all(b"GET /blah?iters=1 HTTP/1.1\r\nhost: t\r\n\r\nGET /blah?iters=2 HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    raw.read_to_string(&mut answer).unwrap();
+    assert_eq!(answer.matches("HTTP/1.1 200 OK").count(), 2, "{answer}");
+    let status = s.terminate(pid).expect("server did not exit after SIGTERM");
+    assert!(status.success(), "{status:?}: {}", s.stderr());
+
+    let s = ServeProcess::start(&["--threads", "1", "--runtime", "multi-thread"]);
+    assert!(
+        s.stderr().contains("(1 worker, multi-thread runtime, "),
+        "{}",
+        s.stderr()
+    );
+    assert_eq!(client(&s).get("/blah?iters=10", &[]).unwrap().status, 200);
+}
+
 /// Regression: a line written after the reader of stderr went away (a supervisor that stops
 /// reading, a test that reads to the "serving" line and closes its pipe) panicked on the broken
 /// pipe, so SIGTERM ended the server with a panic instead of a clean stop. What galleon prints
