@@ -5,6 +5,8 @@
 //! renders its page every time is measured against. `bench/http.sh` runs one per page.
 //! `--pipeline-flush` sets hyper's `pipeline_flush(true)`: responses to pipelined requests are
 //! gathered while more requests are buffered and flushed together (`bench/pipeline.sh`).
+//! `--current-thread` runs it on a current-thread tokio runtime (default: `#[tokio::main]`'s
+//! multi-thread one), as galleon runs one worker.
 
 use std::convert::Infallible;
 
@@ -15,23 +17,36 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 
-#[tokio::main]
-async fn main() -> std::io::Result<()> {
+const USAGE: &str = "usage: hyper-peer ADDR FILE [--pipeline-flush] [--current-thread]";
+
+fn main() -> std::io::Result<()> {
     let mut args = std::env::args().skip(1);
     let (Some(addr), Some(file)) = (args.next(), args.next()) else {
-        eprintln!("usage: hyper-peer ADDR FILE [--pipeline-flush]");
+        eprintln!("{USAGE}");
         std::process::exit(2);
     };
-    let pipeline_flush = match args.next().as_deref() {
-        None => false,
-        Some("--pipeline-flush") => true,
-        Some(other) => {
-            eprintln!(
-                "hyper-peer: unknown argument {other:?}; usage: hyper-peer ADDR FILE [--pipeline-flush]"
-            );
-            std::process::exit(2);
+    let (mut pipeline_flush, mut current_thread) = (false, false);
+    for a in args {
+        match a.as_str() {
+            "--pipeline-flush" => pipeline_flush = true,
+            "--current-thread" => current_thread = true,
+            other => {
+                eprintln!("hyper-peer: unknown argument {other:?}; {USAGE}");
+                std::process::exit(2);
+            }
         }
+    }
+    let rt = if current_thread {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Runtime::new()?
     };
+    rt.block_on(serve(addr, file, pipeline_flush))
+}
+
+async fn serve(addr: String, file: String, pipeline_flush: bool) -> std::io::Result<()> {
     let page = Bytes::from(std::fs::read(&file)?);
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     eprintln!(
