@@ -4,8 +4,8 @@
 #
 #   bench/axum.sh                    # 5 s per cell, 5 rounds (about 10 minutes in all)
 #   DUR=10 ROUNDS=7 bench/axum.sh    # longer
-#   DOOM=0 STRACE=0 INSTR=0 bench/axum.sh    # req/s only
-#   PIN=1 bench/axum.sh              # servers on CPU 0, wrk on CPU 1 (as with a separate client)
+#   DOOM=0 STRACE=0 INSTR=0 bench/axum.sh    # req/s and CPU per response only
+#   PIN=0 bench/axum.sh              # unpinned, wrk -t2 (the default before 2026-12-07)
 #
 # Servers (all axum 0.8 on hyper 1.x, release builds with fat LTO, TCP_NODELAY, 127.0.0.1):
 #   - galleon: crates/axum/examples/site (galleon-axum: a render as a few owned Bytes frames
@@ -16,15 +16,16 @@
 # Rows: /blah?iters=1000 (410 KB), /blah?iters=10 (4.1 KB), /big-table (100x100 integers).
 # First every page is fetched from every server and compared: same status, same body bytes,
 # same content-type and content-length; the run stops if any differs.
-# Then wrk -t2 -c50 for DUR seconds per cell, the three servers interleaved within each round
+# Then wrk -t1 -c50 (pinned; -t2 unpinned) for DUR seconds per cell, the three servers interleaved within each round
 # (their order rotating), ROUNDS rounds; the table shows median req/s, the median of the
 # per-round ratios (each round's three cells run back to back, so a ratio within a round is
 # steadier than a ratio of medians on a shared machine), and the server's CPU time per request
 # (utime + stime from /proc over the same runs).
-# PIN=1: every server runs under `taskset -c 0` and wrk under `taskset -c 1`, so the client's
-# cost (reading 410 KB a response costs it about as much as sending costs a server) comes from
-# its own core and not from the server's, as with a client on another machine; unpinned, wrk and
-# the server share both cores and req/s mixes the two costs.
+# Pinned by default (bench/pinning.sh): every server runs under `taskset -c 0` and wrk under
+# `taskset -c 1`, so the client's cost (reading 410 KB a response costs it about as much as
+# sending costs a server) comes from its own core and not from the server's, as with a client on
+# another machine; PIN=0 (or fewer than 2 CPUs): wrk and the server share both cores and req/s
+# mixes the two costs.
 # Writes per response (STRACE=1): `strace -f -c` attached to each server while `wrk -t1 -c1`
 # runs 2 s against it; the write-family calls (write, writev, sendto, sendmsg) over the
 # requests wrk completed.
@@ -33,12 +34,12 @@
 # Doom (DOOM=1): /doom?iters=10000000 (3.01 GB, streamed chunked) downloaded once with curl from a
 # fresh galleon-axum process; its peak RSS (VmHWM) before and after.
 #
-# Needs: cargo, wrk, curl, strace (Debian: apt-get install wrk curl strace).
+# Needs: cargo, wrk, curl, taskset, strace, valgrind (Debian: apt-get install wrk curl strace
+# valgrind).
 set -euo pipefail
 
 DUR=${DUR:-5}
 ROUNDS=${ROUNDS:-5}
-THREADS=2
 CONNS=50
 DOOM=${DOOM:-1}
 DOOM_ITERS=${DOOM_ITERS:-10000000}
@@ -51,17 +52,12 @@ P_ASKAMA=${P_ASKAMA:-4202}
 P_JINJA=${P_JINJA:-4203}
 P_DOOM=${P_DOOM:-4204}
 P_COMPILED=${P_COMPILED:-4206}
-PIN=${PIN:-0}
-SERVER_ON=()
-CLIENT_ON=()
-if [ "$PIN" = 1 ]; then
-    [ "$(nproc)" -ge 2 ] || { echo "bench/axum.sh: PIN=1 needs 2 cores" >&2; exit 1; }
-    SERVER_ON=(taskset -c 0)
-    CLIENT_ON=(taskset -c 1)
-fi
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+# shellcheck source=bench/pinning.sh
+source "$ROOT/bench/pinning.sh"
+THREADS=$WRK_THREADS
 for tool in wrk curl cargo; do
     command -v "$tool" >/dev/null || { echo "bench/axum.sh: $tool is missing" >&2; exit 1; }
 done
@@ -126,8 +122,8 @@ for row in "${ROWS[@]}"; do
     for s in "${SERVERS[@]}"; do
         curl -s -D "$TMP/$s.head" -o "$TMP/$s.body" "http://127.0.0.1:${PORT[$s]}${PREFIX[$s]}$target"
         # Status line and headers but date, lowercased, sorted.
-        tr -d '\r' <"$TMP/$s.head" | grep -v '^$' | tr 'A-Z' 'a-z' | grep -v '^date:' | sort >"$TMP/$s.hdrs"
-        grep -q '^date:' <(tr -d '\r' <"$TMP/$s.head" | tr 'A-Z' 'a-z') \
+        tr -d '\r' <"$TMP/$s.head" | grep -v '^$' | tr '[:upper:]' '[:lower:]' | grep -v '^date:' | sort >"$TMP/$s.hdrs"
+        grep -q '^date:' <(tr -d '\r' <"$TMP/$s.head" | tr '[:upper:]' '[:lower:]') \
             || { echo "bench/axum.sh: $s sends no date header on $target" >&2; exit 1; }
     done
     for s in galleon-compiled askama minijinja; do
@@ -145,10 +141,8 @@ for row in "${ROWS[@]}"; do
         "$(stat -c %s "$TMP/galleon.body")" "$(cut -d: -f1 "$TMP/galleon.hdrs" | tr '\n' ' ')date" >&2
 done
 
-ticks() { # pid: utime + stime in clock ticks
-    awk '{ print $14 + $15 }' "/proc/$1/stat"
-}
-HZ=$(getconf CLK_TCK)
+ticks() { cpu_ticks "$1"; } # bench/pinning.sh
+HZ=$CLK_TCK
 
 declare -A RPS CPU RATIO_A RATIO_M RATIO_CA LAST
 TIMEOUTS=""
@@ -192,7 +186,7 @@ if [ "$STRACE" = 1 ]; then
             strace -f -qq -c -e trace=write,writev,sendto,sendmsg -o "$TMP/strace.out" -p "${PID[$s]}" &
             st=$!
             sleep 1
-            wrk -t1 -c1 -d2s "http://127.0.0.1:${PORT[$s]}${PREFIX[$s]}$target" >"$TMP/wrk.out"
+            "${CLIENT_ON[@]}" wrk -t1 -c1 -d2s "http://127.0.0.1:${PORT[$s]}${PREFIX[$s]}$target" >"$TMP/wrk.out"
             kill -INT "$st"
             wait "$st" || true
             reqs=$(awk '/requests in/ { print $1 }' "$TMP/wrk.out")
@@ -264,7 +258,7 @@ fi
 median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { printf "%.1f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 median3() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { printf "%.3f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-echo "axum 0.8 + hyper 1.x, wrk -t$THREADS -c$CONNS, ${DUR} s a cell, $ROUNDS rounds interleaved, medians$([ "$PIN" = 1 ] && echo ', servers pinned to CPU 0 and wrk to CPU 1'); $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- crates/axum crates/iolist bench/peers/axum-peers 2>/dev/null || echo ' + uncommitted changes')"
+echo "axum 0.8 + hyper 1.x, wrk -t$THREADS -c$CONNS, ${DUR} s a cell, $ROUNDS rounds interleaved, medians, $PIN_NOTE; $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- crates/axum crates/iolist bench/peers/axum-peers 2>/dev/null || echo ' + uncommitted changes')"
 echo
 printf '| page | axum+galleon req/s | axum+galleon compiled req/s | axum+askama req/s | axum+minijinja req/s | galleon ÷ askama | compiled ÷ askama | galleon ÷ minijinja | CPU µs/req (galleon / compiled / askama / minijinja) | user instructions/req (galleon / compiled / askama / minijinja) | writes/response (galleon / compiled / askama / minijinja) |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|---|\n'
@@ -302,7 +296,7 @@ if [ "$DOOM" = 1 ]; then
     curl -s -o /dev/null "http://127.0.0.1:$P_DOOM/doom?iters=100000"
     hwm() { awk '/^VmHWM:/ { print $2 }' "/proc/${PID[doom]}/status"; }
     before=$(hwm)
-    out=$(curl -s -o /dev/null -w '%{http_code} %{size_download} %{time_total}' \
+    out=$("${CLIENT_ON[@]}" curl -s -o /dev/null -w '%{http_code} %{size_download} %{time_total}' \
         "http://127.0.0.1:$P_DOOM/doom?iters=$DOOM_ITERS")
     after=$(hwm)
     read -r code size secs <<<"$out"

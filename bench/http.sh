@@ -6,10 +6,17 @@
 #   BASELINE=/path/to/older/galleon bench/http.sh   # adds that build as a "baseline" row
 #   TARGETS="/blah?iters=10" DOOM=0 bench/http.sh    # only some rows, no /doom download
 #   PAGES=0 bench/http.sh         # only the /doom rows
-#   PIN=1 bench/http.sh           # /doom rows with the servers on CPU 0 and curl on CPU 1
+#   INSTR=1 bench/http.sh         # and callgrind user instructions per request (galleon, hyper)
+#   PIN=0 bench/http.sh           # unpinned, wrk -t2 (the runs before 2026-12-07)
 #
-# Rows (wrk -t2 -c50, DUR seconds each, 127.0.0.1 only; every row run ROUNDS times round-robin,
-# the median shown):
+# Pinned by default (bench/pinning.sh): every server on CPU 0, wrk and curl on CPU 1, so the
+# client's cost comes from its own core, as with a client on another machine.
+# Rows (wrk -t1 -c50 pinned, -t2 unpinned; DUR seconds each, 127.0.0.1 only; every row run
+# ROUNDS times, the contenders' order rotated each round, the median shown): req/s, MB/s, the
+# server's CPU µs per response (utime + stime from /proc/PID/stat over the requests served),
+# each as a multiple of hyper's, and with INSTR=1 user-space instructions per request
+# (bench/instructions.sh: callgrind, INSTR_N keep-alive requests; galleon's own policy and
+# hyper-peer only):
 #   /blah?iters=1000, /blah-split?iters=1000, /blah?iters=10, each served by
 #   - galleon under each write policy, rendering every request: `default` is the server's own
 #     policy (requests as hyper gets them), `flatten` and `vectored` are picked per request with
@@ -25,13 +32,15 @@
 # multiple of raw-sender's in the same round ("vs raw"; galleon should stay at 0.9x or above),
 # its CPU per download and its peak RSS.
 #
-# Needs: cargo, wrk, curl, erl/erlc (Debian: apt-get install wrk curl erlang-nox).
+# Needs: cargo, wrk, curl, erl/erlc, taskset (Debian: apt-get install wrk curl erlang-nox);
+# valgrind and python3 for INSTR=1.
 set -euo pipefail
 
 DUR=${DUR:-5}
 ROUNDS=${ROUNDS:-3}
-THREADS=2
 CONNS=50
+INSTR=${INSTR:-0}
+INSTR_N=${INSTR_N:-2000}
 DOOM_ITERS=${DOOM_ITERS:-10000000}
 DOOM_ROUNDS=${DOOM_ROUNDS:-3}
 # Ports for the run; all on 127.0.0.1.
@@ -47,6 +56,9 @@ PAGES=${PAGES:-1}
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+# shellcheck source=bench/pinning.sh
+source "$ROOT/bench/pinning.sh"
+THREADS=$WRK_THREADS
 for tool in curl erl erlc cargo $([ "$PAGES" = 1 ] && echo wrk); do
     command -v "$tool" >/dev/null || { echo "bench/http.sh: $tool is missing" >&2; exit 1; }
 done
@@ -64,8 +76,9 @@ echo "== building (release)" >&2
 cargo build --release -q -p galleon
 cargo build --release -q --manifest-path bench/peers/hyper-peer/Cargo.toml
 erlc -o "$TMP" bench/peers/beam_peer.erl
-GALLEON=$ROOT/target/release/galleon
-PEERS=$ROOT/bench/peers/hyper-peer/target/release
+# Where cargo puts the builds (CARGO_TARGET_DIR, as cargo reads it).
+GALLEON=${CARGO_TARGET_DIR:-$ROOT/target}/release/galleon
+PEERS=${CARGO_TARGET_DIR:-$ROOT/bench/peers/hyper-peer/target}/release
 
 wait_port() { # port
     for _ in $(seq 1 200); do
@@ -77,14 +90,14 @@ wait_port() { # port
 }
 
 start_galleon() {
-    "$GALLEON" serve --addr "127.0.0.1:$P_GALLEON" --trace-endpoint off --events off 2>"$TMP/galleon.log" &
+    "${SERVER_ON[@]}" "$GALLEON" serve --addr "127.0.0.1:$P_GALLEON" --trace-endpoint off --events off 2>"$TMP/galleon.log" &
     GALLEON_PID=$!
     PIDS+=("$GALLEON_PID")
     wait_port "$P_GALLEON"
 }
 
 start_beam() {
-    erl -noshell -pa "$TMP" -eval "beam_peer:start($P_BEAM)" >"$TMP/beam.out" 2>"$TMP/beam.log" &
+    "${SERVER_ON[@]}" erl -noshell -pa "$TMP" -eval "beam_peer:start($P_BEAM)" >"$TMP/beam.out" 2>"$TMP/beam.log" &
     BEAM_PID=$!
     PIDS+=("$BEAM_PID")
     wait_port "$P_BEAM"
@@ -97,7 +110,7 @@ else
 fi
 
 start_baseline() {
-    "$BASELINE" serve --addr "127.0.0.1:$P_BASE" --trace-endpoint off --events off 2>"$TMP/baseline.log" &
+    "${SERVER_ON[@]}" "$BASELINE" serve --addr "127.0.0.1:$P_BASE" --trace-endpoint off --events off 2>"$TMP/baseline.log" &
     BASE_PID=$!
     PIDS+=("$BASE_PID")
     wait_port "$P_BASE"
@@ -111,8 +124,7 @@ to_mb() {
         printf "%.1f", n }'
 }
 
-# CPU time (user + system, in clock ticks) a process has used so far.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# cpu_ticks: bench/pinning.sh.
 TICK_US=$(awk -v hz="$(getconf CLK_TCK)" 'BEGIN { print 1000000 / hz }')
 
 # The median of a list of numbers, with DIGITS decimals (1).
@@ -127,7 +139,7 @@ HYPER_PIDS=()
 i=0
 for t in "${TARGETS[@]}"; do
     curl -sf "http://127.0.0.1:$P_GALLEON$t" -o "$TMP/body$i"
-    "$PEERS/hyper-peer" "127.0.0.1:$((P_HYPER_FIRST + i))" "$TMP/body$i" 2>"$TMP/hyper$i.log" &
+    "${SERVER_ON[@]}" "$PEERS/hyper-peer" "127.0.0.1:$((P_HYPER_FIRST + i))" "$TMP/body$i" 2>"$TMP/hyper$i.log" &
     HYPER_PIDS+=($!)
     PIDS+=($!)
     i=$((i + 1))
@@ -159,9 +171,9 @@ run_wrk() { # pid url [header]
     local pid=$1 url=$2 out t0 t1
     t0=$(cpu_ticks "$pid")
     if [ $# -gt 2 ]; then
-        out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" -H "$3" "$url")
+        out=$("${CLIENT_ON[@]}" wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" -H "$3" "$url")
     else
-        out=$(wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" "$url")
+        out=$("${CLIENT_ON[@]}" wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" "$url")
     fi
     t1=$(cpu_ticks "$pid")
     local rps mbs errs reqs cpu
@@ -173,16 +185,19 @@ run_wrk() { # pid url [header]
     echo "$rps $mbs $cpu ${errs:-}"
 }
 
-echo "== wrk -t$THREADS -c$CONNS -d${DUR}s per row, $ROUNDS rounds, $(nproc) cores, $(date -u +%FT%TZ)" >&2
+HEADER="wrk -t$THREADS -c$CONNS -d${DUR}s per row, $ROUNDS rounds interleaved (order rotated), $PIN_NOTE, $(nproc) cores, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- crates bench/peers 2>/dev/null || echo ' + uncommitted changes')"
+echo "== $HEADER" >&2
 # Rows run round-robin, ROUNDS times, and the table shows each row's median: on a shared machine
-# the background load drifts, and interleaving spreads the drift over every server alike.
+# the background load drifts, and interleaving spreads the drift over every server alike; the
+# order rotates each round, so no server always runs first or right after a given one.
 SERVERS=("galleon default" "galleon flatten" "galleon vectored" hyper beam)
 [ -n "$BASELINE" ] && SERVERS=("galleon default" baseline "galleon flatten" "galleon vectored" hyper beam)
 declare -A RPS=() MBS=() CPU=()
 for round in $(seq 1 "$ROUNDS"); do
     for ti in "${!TARGETS[@]}"; do
         t=${TARGETS[$ti]}
-        for s in "${SERVERS[@]}"; do
+        k=$((round % ${#SERVERS[@]}))
+        for s in "${SERVERS[@]:$k}" "${SERVERS[@]:0:$k}"; do
             case $s in
             # The default row sends what a browser sends, no policy header: the same request
             # bytes hyper and the BEAM get (until 0f78fde it sent `...: default`, a 33-byte
@@ -203,7 +218,25 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 
 
-printf '%-24s %-18s %10s %9s %9s %11s %9s   %s\n' "target" "server" "req/s" "MB/s" "vs hyper" "CPU us/req" "vs hyper" "req/s of each round"
+# INSTR=1: user-space instructions per request of galleon (its own policy, as "galleon
+# default" is measured), hyper-peer and the baseline, per target (bench/instructions.sh).
+declare -A INSTRS=()
+if [ "$INSTR" = 1 ]; then
+    echo "== user-space instructions per request (callgrind, $INSTR_N keep-alive requests)" >&2
+    for t in "${TARGETS[@]}"; do
+        BASELINE=$BASELINE TARGET=$t N=$INSTR_N bench/instructions.sh >"$TMP/instr.out"
+        cat "$TMP/instr.out" >&2
+        while read -r who count _; do
+            case $who in
+            galleon) INSTRS["$t|galleon default"]=$count ;;
+            hyper | baseline) INSTRS["$t|$who"]=$count ;;
+            esac
+        done < <(grep 'instructions per request' "$TMP/instr.out")
+    done
+fi
+
+echo "$HEADER; medians"
+printf '%-24s %-18s %10s %9s %9s %11s %9s %11s   %s\n' "target" "server" "req/s" "MB/s" "vs hyper" "CPU us/req" "vs hyper" "instr/req" "req/s of each round"
 for t in "${TARGETS[@]}"; do
     hyper_rps=$(median "${RPS["$t|hyper"]}")
     hyper_cpu=$(median "${CPU["$t|hyper"]}")
@@ -213,7 +246,7 @@ for t in "${TARGETS[@]}"; do
         cpu=$(median "${CPU["$t|$s"]}")
         ratio=$(awk -v a="$rps" -v b="$hyper_rps" 'BEGIN { printf "%.2fx", a / b }')
         cratio=$(awk -v a="$cpu" -v b="$hyper_cpu" 'BEGIN { printf "%.2fx", a / b }')
-        printf '%-24s %-18s %10s %9s %9s %11s %9s  %s\n' "$t" "$s" "$rps" "$mbs" "$ratio" "$cpu" "$cratio" "${RPS["$t|$s"]}"
+        printf '%-24s %-18s %10s %9s %9s %11s %9s %11s  %s\n' "$t" "$s" "$rps" "$mbs" "$ratio" "$cpu" "$cratio" "${INSTRS["$t|$s"]:--}" "${RPS["$t|$s"]}"
     done
 done
 
@@ -223,19 +256,12 @@ fi
 # rotated each round, each download from a server started for it (curl -o /dev/null; the
 # server's RSS sampled every 20 ms). Per server: the median time and its throughput, the median of each round's
 # time ratio raw-sender/server ("vs raw": 1.00x is the floor's speed), the server's CPU per
-# download, and its peak RSS. PIN=1: servers on CPU 0, curl on CPU 1.
+# download, and its peak RSS. Pinned (the default): servers on CPU 0, curl on CPU 1.
 for p in ${GALLEON_PID:-} ${BEAM_PID:-} ${HYPER_PIDS[@]+"${HYPER_PIDS[@]}"} ${BASE_PID:-}; do
     kill "$p" 2>/dev/null || true
     wait "$p" 2>/dev/null || true
 done
 [ "$DOOM" = 0 ] && exit 0
-SERVER_ON=()
-CLIENT_ON=()
-if [ "${PIN:-0}" = 1 ]; then
-    [ "$(nproc)" -ge 2 ] || { echo "bench/http.sh: PIN=1 needs 2 cores" >&2; exit 1; }
-    SERVER_ON=(taskset -c 0)
-    CLIENT_ON=(taskset -c 1)
-fi
 # The doom block, 301 bytes: one iteration as galleon renders it.
 start_galleon
 curl -sf "http://127.0.0.1:$P_GALLEON/doom?iters=1" -o "$TMP/doom1"
@@ -243,7 +269,7 @@ kill "$GALLEON_PID"; wait "$GALLEON_PID" 2>/dev/null || true
 DOOM_SERVERS=("galleon default" "galleon vectored")
 [ -n "$BASELINE" ] && DOOM_SERVERS+=(baseline)
 DOOM_SERVERS+=(beam raw-sender)
-# Starts contender $1 in the background (pinned under PIN=1); sets PORT, POLICY and SPID.
+# Starts contender $1 in the background (pinned unless PIN=0); sets PORT, POLICY and SPID.
 start_contender() { # name
     local f=${1// /_}
     POLICY=default
@@ -304,7 +330,7 @@ for round in $(seq 1 "$DOOM_ROUNDS"); do
     echo "  /doom round $round done" >&2
 done
 echo
-echo "/doom?iters=$DOOM_ITERS, $DOOM_ROUNDS rounds interleaved (order rotated), curl -o /dev/null$([ "${PIN:-0}" = 1 ] && echo ', servers on CPU 0 and curl on CPU 1'); medians"
+echo "/doom?iters=$DOOM_ITERS, $DOOM_ROUNDS rounds interleaved (order rotated), curl -o /dev/null, $PIN_NOTE, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); medians"
 printf '%-18s %10s %12s %9s %12s  %s\n' "server" "time" "throughput" "vs raw" "CPU s" "server RSS"
 for s in "${DOOM_SERVERS[@]}"; do
     times="" ratios=""

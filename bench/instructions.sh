@@ -19,7 +19,8 @@ command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgri
 cargo build --release -q -p galleon
 [ "${HYPER:-1}" = 0 ] || cargo build --release -q --manifest-path bench/peers/hyper-peer/Cargo.toml
 TMP=$(mktemp -d)
-trap 'pkill -f "127.0.0.1:4601" 2>/dev/null || true; rm -rf "$TMP"' EXIT
+VPID=""
+trap '[ -z "$VPID" ] || kill "$VPID" 2>/dev/null || true; rm -rf "$TMP"' EXIT
 "${CARGO_TARGET_DIR:-target}"/release/galleon serve --addr 127.0.0.1:4600 --events off 2>/dev/null & pid=$!
 for _ in $(seq 200); do curl -sf "http://127.0.0.1:4600$TARGET" -o "$TMP/body" && break; sleep 0.05; done
 kill "$pid"; wait "$pid" 2>/dev/null || true
@@ -54,6 +55,7 @@ count() {
     local name=$1; shift
     valgrind --tool=callgrind --callgrind-out-file="$TMP/cg.$name.%p" "$@" >/dev/null 2>"$TMP/vg.$name.log" &
     local vpid=$!
+    VPID=$vpid
     for _ in $(seq 600); do (exec 3<>/dev/tcp/127.0.0.1/4601) 2>/dev/null && break; sleep 0.1; done
     client 300
     callgrind_control -z "$vpid" >/dev/null 2>&1

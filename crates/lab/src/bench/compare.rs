@@ -34,6 +34,9 @@ pub(crate) struct Row {
     pub(crate) in_noise: bool,
     /// Guarded in either run ([`Benchmark::guard`]): a regression here is flagged.
     pub(crate) guard: bool,
+    /// How A and B measured it, when that differs ([`Benchmark::method`]; a run from before
+    /// it was recorded says "not recorded"): the ratio then compares the methods too.
+    pub(crate) methods: Option<(String, String)>,
 }
 
 impl Row {
@@ -95,6 +98,10 @@ pub(crate) fn row(a: &Benchmark, b: &Benchmark) -> Row {
         noise,
         in_noise,
         guard,
+        methods: (a.method != b.method).then(|| {
+            let say = |m: &Option<String>| m.clone().unwrap_or_else(|| "not recorded".to_owned());
+            (say(&a.method), say(&b.method))
+        }),
     }
 }
 
@@ -154,6 +161,11 @@ fn verdict(r: &Row) -> String {
         format!("{:.2}x better", r.gain)
     } else {
         format!("{:.2}x worse", 1.0 / r.gain)
+    };
+    let how = if r.methods.is_some() {
+        format!("{how} (measured differently *)")
+    } else {
+        how
     };
     if r.in_noise {
         format!("~ {how}, inside noise (spread {:.0}%)", r.noise * 100.0)
@@ -228,6 +240,15 @@ pub(crate) fn render(a: &Saved, b: &Saved, c: &Comparison) -> String {
          noise (the larger relative spread of their rounds in A or B).",
         c.rows.len()
     );
+    let differ: Vec<&Row> = c.rows.iter().filter(|r| r.methods.is_some()).collect();
+    if !differ.is_empty() {
+        let _ = writeln!(s, "\n* measured differently in A and B:");
+        for r in differ {
+            if let Some((ma, mb)) = &r.methods {
+                let _ = writeln!(s, "  {}: A {ma}; B {mb}", r.key);
+            }
+        }
+    }
     let bad = flagged(c);
     if !bad.is_empty() {
         let _ = writeln!(
@@ -276,6 +297,7 @@ mod tests {
             median: median(rounds),
             noise: noise(rounds),
             guard: false,
+            method: None,
         }
     }
 
@@ -392,6 +414,37 @@ mod tests {
         let c = compare(&a, &b);
         assert!(c.rows.is_empty());
         assert_eq!((c.only_a.len(), c.only_b.len()), (1, 1));
+    }
+
+    #[test]
+    fn a_row_measured_another_way_in_each_run_is_marked_and_explained() {
+        let pinned = |rounds: &[f64]| Benchmark {
+            method: Some("server on CPU 0, load generator on CPU 1".into()),
+            ..bench("page req/s", false, rounds)
+        };
+        let old = saved("c", vec![bench("page req/s", false, &[10.0, 10.0, 10.0])]);
+        let new = saved("c", vec![pinned(&[12.0, 12.0, 12.0])]);
+        let c = compare(&old, &new);
+        assert_eq!(
+            c.rows[0].methods,
+            Some((
+                "not recorded".to_owned(),
+                "server on CPU 0, load generator on CPU 1".to_owned()
+            ))
+        );
+        let text = render(&old, &new, &c);
+        assert!(
+            text.contains("1.20x better (measured differently *)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("s/page req/s: A not recorded; B server on CPU 0"),
+            "{text}"
+        );
+        // The same method on both sides: nothing said.
+        let c = compare(&new, &new);
+        assert_eq!(c.rows[0].methods, None);
+        assert!(!render(&new, &new, &c).contains("measured differently"));
     }
 
     #[test]

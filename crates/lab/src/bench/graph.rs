@@ -496,6 +496,7 @@ mod tests {
                     median: 2.0,
                     noise: 1.0,
                     guard: false,
+                    method: None,
                 }],
                 skipped: vec![],
             },

@@ -20,6 +20,9 @@ pub(crate) struct Ctx {
     pub(crate) site: PathBuf,
     /// This suite's progress bar (stderr; hidden when stderr is not a terminal).
     pub(crate) bar: ProgressBar,
+    /// Pin the http suite's server and load generator to a CPU each (false: `--no-pin` or
+    /// `PIN=0`).
+    pub(crate) pin: bool,
 }
 
 impl Ctx {
@@ -129,6 +132,11 @@ pub(crate) struct Benchmark {
     /// measured in the same rounds (`/doom` against a raw sender).
     #[serde(default, skip_serializing_if = "is_false")]
     pub(crate) guard: bool,
+    /// How it was measured where that changes its value (the http suite: `server on CPU 0,
+    /// load generator on CPU 1`, or `unpinned (...)`); absent in runs before it was recorded.
+    /// `galleon bench compare` marks a row whose two runs differ in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) method: Option<String>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -169,6 +177,7 @@ struct Gathered {
     unit: String,
     lower_is_better: bool,
     guard: bool,
+    method: Option<String>,
     rounds: Vec<f64>,
 }
 
@@ -193,6 +202,17 @@ impl Collector {
         self.entry(name, unit, lower_is_better).guard = true;
     }
 
+    /// [`Collector::declare`] with how it is measured ([`Benchmark::method`]).
+    pub(crate) fn declare_measured(
+        &mut self,
+        name: &str,
+        unit: &str,
+        lower_is_better: bool,
+        method: &str,
+    ) {
+        self.entry(name, unit, lower_is_better).method = Some(method.to_owned());
+    }
+
     /// One round's value of benchmark `name`.
     pub(crate) fn push(&mut self, name: &str, unit: &str, lower_is_better: bool, value: f64) {
         self.entry(name, unit, lower_is_better).rounds.push(value);
@@ -208,6 +228,7 @@ impl Collector {
                     unit: unit.to_owned(),
                     lower_is_better,
                     guard: false,
+                    method: None,
                     rounds: Vec::new(),
                 });
                 self.benches.len() - 1
@@ -241,6 +262,7 @@ impl Collector {
                 noise: noise(&b.rounds),
                 rounds: b.rounds,
                 guard: b.guard,
+                method: b.method,
             })
             .collect();
         (benches, self.skipped)
@@ -309,6 +331,7 @@ mod tests {
         let mut c = Collector::new("s");
         c.declare("never", "us", true);
         c.push("b", "us", true, 2.0);
+        c.declare_measured("a", "req/s", false, "pinned");
         c.push("a", "req/s", false, 10.0);
         c.push("b", "us", true, 4.0);
         c.push("b", "us", true, 3.0);
@@ -319,6 +342,8 @@ mod tests {
         assert_eq!(benches[0].rounds, vec![2.0, 4.0, 3.0]);
         assert_eq!(benches[0].median, 3.0);
         assert!(!benches[1].lower_is_better);
+        assert_eq!(benches[0].method, None);
+        assert_eq!(benches[1].method.as_deref(), Some("pinned"));
         assert_eq!(skipped[0].reason, "no DATABASE_URL");
     }
 

@@ -22,6 +22,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 mod compare;
 mod graph;
 mod measure;
+mod pin;
 mod runs;
 mod suites;
 
@@ -79,6 +80,10 @@ struct RunArgs {
     /// Do not save the run.
     #[arg(long)]
     no_save: bool,
+    /// The http suite unpinned (also `PIN=0` in the environment): by default its server runs
+    /// on one CPU and its load generator on another.
+    #[arg(long)]
+    no_pin: bool,
     /// Where runs are saved.
     #[command(flatten)]
     dir: DirArgs,
@@ -185,6 +190,7 @@ fn run_suites(args: RunArgs, root: Option<&Path>) -> anyhow::Result<()> {
     let load_start = runs::loadavg();
     let machine = runs::Machine::here();
     let started = Instant::now();
+    let pin = !args.no_pin && std::env::var("PIN").map_or(true, |v| v != "0");
     println!(
         "galleon bench: {} on {}{}",
         names.join(", "),
@@ -200,6 +206,7 @@ fn run_suites(args: RunArgs, root: Option<&Path>) -> anyhow::Result<()> {
             rounds: args.rounds.map(usize::from),
             site: site.clone(),
             bar,
+            pin,
         };
         let t = Instant::now();
         let result = suites::run(name, &ctx);
@@ -283,10 +290,22 @@ fn table(suite: &str, benches: &[Benchmark], skipped: &[Skipped], secs: f64) -> 
         "{:<nw$}  {:>10}  {:<uw$}  {:>7}  {:>6}  better",
         "benchmark", "median", "unit", "noise", "rounds"
     );
+    // How rows were measured, where recorded (the pinned cores), as numbered notes.
+    let mut methods: Vec<&str> = Vec::new();
     for b in benches {
+        let note = match b.method.as_deref() {
+            Some(m) => {
+                let i = methods.iter().position(|x| *x == m).unwrap_or_else(|| {
+                    methods.push(m);
+                    methods.len() - 1
+                });
+                format!("  [{}]", i + 1)
+            }
+            None => String::new(),
+        };
         let _ = writeln!(
             s,
-            "{:<nw$}  {:>10}  {:<uw$}  {:>6.1}%  {:>6}  {}",
+            "{:<nw$}  {:>10}  {:<uw$}  {:>6.1}%  {:>6}  {}{note}",
             b.name,
             fmt_value(b.median),
             b.unit,
@@ -297,6 +316,9 @@ fn table(suite: &str, benches: &[Benchmark], skipped: &[Skipped], secs: f64) -> 
     }
     for k in skipped {
         let _ = writeln!(s, "{:<nw$}  skipped: {}", k.name, k.reason);
+    }
+    for (i, m) in methods.iter().enumerate() {
+        let _ = writeln!(s, "[{}] {m}", i + 1);
     }
     s
 }
@@ -412,4 +434,40 @@ fn list_cmd(dir: &Path) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_notes_how_rows_were_measured_once_per_method() {
+        let b = |name: &str, method: Option<&str>| Benchmark {
+            suite: "http".into(),
+            name: name.into(),
+            unit: "req/s".into(),
+            lower_is_better: false,
+            rounds: vec![1.0],
+            median: 1.0,
+            noise: 0.0,
+            guard: false,
+            method: method.map(str::to_owned),
+        };
+        let pinned = Some("server on CPU 0, load generator on CPU 1");
+        let text = table(
+            "http",
+            &[b("page", pinned), b("css", pinned), b("doom", None)],
+            &[],
+            1.0,
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[3].starts_with("page") && lines[3].ends_with("  [1]"),
+            "{text}"
+        );
+        assert!(lines[4].ends_with("  [1]"), "{text}");
+        assert!(lines[5].ends_with("higher"), "{text}");
+        assert_eq!(lines[6], "[1] server on CPU 0, load generator on CPU 1");
+        assert_eq!(lines.len(), 7, "{text}");
+    }
 }

@@ -278,6 +278,27 @@ mod tests {
     }
 
     #[test]
+    fn a_run_saved_before_methods_were_recorded_still_loads_and_a_new_one_keeps_its_method() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("old.json");
+        std::fs::write(
+            &old,
+            r#"{"format": 1, "date": "2026-11-26T09:06:46Z", "commit": "93c7814a27",
+                "machine": {"cpu_model": "c", "cores": 2, "kernel": "k"},
+                "load_start": [], "load_end": [], "quick": false, "seconds": 1.0,
+                "suites": ["http"],
+                "benchmarks": [{"suite": "http", "name": "page req/s", "unit": "req/s",
+                    "lower_is_better": false, "rounds": [1.0], "median": 1.0, "noise": 0.0}]}"#,
+        )
+        .unwrap();
+        let mut run = load(&old).unwrap().run;
+        assert_eq!(run.benchmarks[0].method, None);
+        run.benchmarks[0].method = Some("server on CPU 0, load generator on CPU 1".into());
+        let saved = load(&save(dir.path(), &run).unwrap()).unwrap().run;
+        assert_eq!(saved, run);
+    }
+
+    #[test]
     fn machines_differ_by_cpu_or_cores_not_kernel() {
         let a = Machine {
             cpu_model: "A".into(),

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
+use crate::bench::pin::{cpus_of, spawn_on};
+
 /// How long the child may take to print its address.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// The kernel's clock ticks per second in `/proc/PID/stat` (`USER_HZ`: 100 on Linux).
@@ -29,21 +31,24 @@ impl Drop for Server {
 }
 
 impl Server {
-    /// Starts `galleon serve` on 127.0.0.1, port 0, and reads the address it bound from the
-    /// line it prints on stderr; the rest of its stderr is drained by a thread.
-    pub(super) fn start(site: &Path) -> anyhow::Result<Server> {
+    /// Starts `galleon serve` on 127.0.0.1, port 0 (pinned to CPU `cpu`, with every thread it
+    /// starts, when given), and reads the address it bound from the line it prints on stderr;
+    /// the rest of its stderr is drained by a thread.
+    pub(super) fn start(site: &Path, cpu: Option<usize>) -> anyhow::Result<Server> {
         let exe = std::env::current_exe().context("finding this executable")?;
-        let mut child = Command::new(exe)
-            .arg("serve")
-            .arg("--site")
-            .arg(site)
-            .args(["--addr", "127.0.0.1:0", "--events", "off"])
-            .env_remove("GALLEON_EVENTS")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("starting `galleon serve`")?;
+        let mut child = spawn_on(
+            Command::new(exe)
+                .arg("serve")
+                .arg("--site")
+                .arg(site)
+                .args(["--addr", "127.0.0.1:0", "--events", "off"])
+                .env_remove("GALLEON_EVENTS")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped()),
+            cpu,
+        )
+        .context("starting `galleon serve`")?;
         let stderr = child.stderr.take().context("the child's stderr")?;
         let (tx, rx) = mpsc::channel::<String>();
         std::thread::Builder::new()
@@ -94,6 +99,11 @@ impl Server {
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
             .context("no VmHWM in /proc/PID/status")?;
         Ok(kib / 1024.0)
+    }
+
+    /// The CPUs the child may run on.
+    pub(super) fn cpus(&self) -> anyhow::Result<Vec<usize>> {
+        cpus_of(self.child.id())
     }
 
     /// The child's CPU time so far (user + system), in seconds.

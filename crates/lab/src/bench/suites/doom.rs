@@ -288,7 +288,7 @@ pub(super) fn run(
     out: &mut Collector,
 ) -> anyhow::Result<()> {
     let iters: u64 = ctx.pick(10_000_000, 300_000);
-    let server = Server::start(site)?;
+    let server = Server::start(site, None)?;
     let mut block = Vec::new();
     let one = download(server.addr, "/doom?iters=1", Some(&mut block))?;
     if one.status != 200 || block.is_empty() {

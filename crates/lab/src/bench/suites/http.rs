@@ -1,12 +1,14 @@
 //! `http`: a child `galleon serve` (this same executable, the site, no event store) on
 //! 127.0.0.1 at a port the kernel picks, driven by a small built-in load generator: a fixed
 //! number of keep-alive connections on one tokio thread, each sending its next GET as soon as
-//! the previous response has arrived whole, for a fixed time. Three targets, their turns
-//! interleaved: the 4 KB page (`/blah?iters=10`), the 400 KB page (`/blah?iters=1000`) and a
-//! static file. Two figures each: requests per second, and the server's CPU time per request
-//! (from `/proc/PID/stat`; steadier than req/s when the machine is shared). Then `/doom`
-//! streamed by a fresh server against a raw sender, the ratio guarded (`doom.rs`). Nothing
-//! else is needed: no wrk, no curl.
+//! the previous response has arrived whole, for a fixed time. The server is pinned to one CPU
+//! and the load generator's thread to another (`pin.rs`; `--no-pin` or `PIN=0`: unpinned, as
+//! with fewer than 2 CPUs), so each has a core of its own as with a client on another machine.
+//! Three targets, their turns interleaved: the 4 KB page (`/blah?iters=10`), the 400 KB page
+//! (`/blah?iters=1000`) and a static file. Two figures each: requests per second, and the
+//! server's CPU time per response (utime + stime from `/proc/PID/stat` over the requests it
+//! served). Then `/doom` streamed by a fresh server against a raw sender, the ratio guarded
+//! (`doom.rs`, unpinned). Nothing else is needed: no wrk, no curl.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -17,6 +19,7 @@ use tokio::net::TcpStream;
 
 use super::child::Server;
 use crate::bench::measure::{Collector, Ctx, rotation};
+use crate::bench::pin::{self, Placement, ThreadPin};
 
 /// How long one read of a response may wait.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -146,13 +149,28 @@ pub(super) fn run(ctx: &Ctx, out: &mut Collector) -> anyhow::Result<()> {
         (rounds + 1) * TARGETS.len() + super::doom::steps(rounds),
         "starting galleon serve",
     );
-    let server = Server::start(&ctx.site)?;
+    let placement = pin::plan(ctx.pin, &pin::allowed_cpus()?);
+    if let Placement::Unpinned { why } = &placement {
+        ctx.bar
+            .suspend(|| eprintln!("galleon bench http: running unpinned: {why}"));
+    }
+    let method = placement.describe();
+    let server = Server::start(&ctx.site, placement.server())?;
+    if let Some(cpu) = placement.server() {
+        let cpus = server.cpus()?;
+        if cpus != [cpu] {
+            bail!("the server was to run on CPU {cpu} only, but may run on {cpus:?}");
+        }
+    }
+    // The load generator is this thread (a current-thread runtime): pinned until the pages
+    // are done, so the /doom rows and later suites run as before.
+    let client_pin = placement.client().map(ThreadPin::new).transpose()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     for (name, _, _) in TARGETS {
-        out.declare(&format!("{name} req/s"), "req/s", false);
-        out.declare(&format!("{name} server CPU"), "cpu us/req", true);
+        out.declare_measured(&format!("{name} req/s"), "req/s", false, &method);
+        out.declare_measured(&format!("{name} server CPU"), "cpu us/req", true, &method);
     }
     // Round 0 warms up (connections, the pool's estimates, the page cache) and is not kept.
     for round in 0..=rounds {
@@ -179,6 +197,8 @@ pub(super) fn run(ctx: &Ctx, out: &mut Collector) -> anyhow::Result<()> {
             ctx.step(name);
         }
     }
+    drop(rt);
+    drop(client_pin);
     drop(server);
     super::doom::run(ctx, &ctx.site, rounds, out)
 }

@@ -53,7 +53,7 @@ pub(crate) const SUITES: &[Suite] = &[
     },
     Suite {
         name: "http",
-        about: "req/s and server CPU per request of a child `galleon serve` under a keep-alive load; /doom streamed against a raw sender",
+        about: "req/s and server CPU per response of a child `galleon serve` on one CPU under a keep-alive load from another; /doom streamed against a raw sender",
         run: http::run,
         in_default: true,
         own_table: false,
