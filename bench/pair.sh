@@ -12,6 +12,7 @@
 #   OLD_ARGS='--stats off' bench/pair.sh     # one build, statistics on (new) vs off (old)
 #   INSTR=1 bench/pair.sh     # and callgrind user instructions per request (bench/instructions.sh)
 #   PIN=0 bench/pair.sh       # unpinned
+#   HYPER_ARGS=--current-thread bench/pair.sh   # the hyper peer on a current-thread runtime
 #
 # Needs wrk, curl, taskset (valgrind and python3 for INSTR=1); 127.0.0.1 only. Without BASELINE
 # the older build is this tree's too. (bench/pair-pinned.sh, its pinned twin, is folded in here.)
@@ -53,7 +54,10 @@ P_NEW=$!
 P_OLD=$!
 wait_port 4301; wait_port 4302
 curl -sf "http://127.0.0.1:4301$TARGET" -o "$TMP/body"
-"${SERVER_ON[@]}" "$HYPER_PEER" 127.0.0.1:4303 "$TMP/body" 2>/dev/null & PIDS+=($!)
+# HYPER_ARGS: the peer's flags (`--current-thread`: a current-thread runtime, as galleon runs
+# one worker; word-split on purpose).
+# shellcheck disable=SC2086
+"${SERVER_ON[@]}" "$HYPER_PEER" 127.0.0.1:4303 "$TMP/body" ${HYPER_ARGS:-} 2>/dev/null & PIDS+=($!)
 P_HYPER=$!
 wait_port 4303
 for port in 4302 4303; do

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/pipeline.sh: pipelined requests (wrk with bench/pipeline.lua, DEPTH per write) to galleon
 # (this tree) and to hyper-peer with and without `pipeline_flush(true)`, serving the same bytes.
-# Servers pinned to core 0, wrk to core 1; contenders interleaved per round; per row req/s and
+# Servers pinned to core 0, wrk to core 1 (bench/pinning.sh; PIN=0: unpinned); contenders
+# interleaved per round; per row req/s and
 # the server's CPU µs per response (utime+stime from /proc/PID/stat over the responses served),
 # medians. Then each server under strace for a short run: write calls per read of requests.
 #
@@ -22,7 +23,8 @@ cargo build --release -q -p galleon
 cargo build --release -q --manifest-path bench/peers/hyper-peer/Cargo.toml
 GALLEON=${CARGO_TARGET_DIR:-$ROOT/target}/release/galleon
 HYPER_PEER=${CARGO_TARGET_DIR:-bench/peers/hyper-peer/target}/release/hyper-peer
-if [ "$(nproc)" -lt 2 ]; then echo "fewer than 2 CPUs: cannot pin server and client apart" >&2; exit 1; fi
+# shellcheck source=bench/pinning.sh
+source "$ROOT/bench/pinning.sh"
 TMP=$(mktemp -d)
 PIDS=()
 trap 'kill "${PIDS[@]}" 2>/dev/null || true; rm -rf "$TMP"' EXIT
@@ -32,27 +34,25 @@ for port in 4321 4322 4323; do
         echo "port $port is taken by another process; stop it first" >&2; exit 1
     fi
 done
-taskset -c 0 "$GALLEON" serve --addr 127.0.0.1:4321 --events off --trace-endpoint off 2>/dev/null & PIDS+=($!); PG=$!
+"${SERVER_ON[@]}" "$GALLEON" serve --addr 127.0.0.1:4321 --events off --trace-endpoint off 2>/dev/null & PIDS+=($!); PG=$!
 wait_port 4321
 curl -sf "http://127.0.0.1:4321$TARGET" -o "$TMP/body"
-taskset -c 0 "$HYPER_PEER" 127.0.0.1:4322 "$TMP/body" --pipeline-flush 2>/dev/null & PIDS+=($!); PF=$!
-taskset -c 0 "$HYPER_PEER" 127.0.0.1:4323 "$TMP/body" 2>/dev/null & PIDS+=($!); PH=$!
+"${SERVER_ON[@]}" "$HYPER_PEER" 127.0.0.1:4322 "$TMP/body" --pipeline-flush 2>/dev/null & PIDS+=($!); PF=$!
+"${SERVER_ON[@]}" "$HYPER_PEER" 127.0.0.1:4323 "$TMP/body" 2>/dev/null & PIDS+=($!); PH=$!
 wait_port 4322; wait_port 4323
 for port in 4322 4323; do
     cmp -s <(curl -sf "http://127.0.0.1:$port$TARGET") "$TMP/body" || { echo "port $port serves different bytes" >&2; exit 1; }
 done
-tck=$(getconf CLK_TCK)
-cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 run() { # port pid -> "rps us"
     local c0 c1 out n r
-    c0=$(cpu "$2")
-    out=$(taskset -c 1 wrk -t1 -c"$CONNS" -d"${DUR}s" -s bench/pipeline.lua "http://127.0.0.1:$1$TARGET" -- "$DEPTH")
-    c1=$(cpu "$2")
+    c0=$(cpu_ticks "$2")
+    out=$("${CLIENT_ON[@]}" wrk -t"$WRK_THREADS" -c"$CONNS" -d"${DUR}s" -s bench/pipeline.lua "http://127.0.0.1:$1$TARGET" -- "$DEPTH")
+    c1=$(cpu_ticks "$2")
     n=$(echo "$out" | awk '/requests in/ {print $1}')
     r=$(echo "$out" | awk '/^Requests\/sec/ {print $2}')
-    awk -v r="$r" -v n="$n" -v d=$((c1 - c0)) -v t="$tck" 'BEGIN { printf "%.0f %.2f", r, d / t * 1e6 / n }'
+    printf '%.0f %s' "$r" "$(us_per_response $((c1 - c0)) "$n")"
 }
-echo "== $TARGET pipelined $DEPTH deep, wrk -t1 -c$CONNS, $ROUNDS rounds of ${DUR}s, servers on CPU 0, wrk on CPU 1"
+echo "== $TARGET pipelined $DEPTH deep, wrk -t$WRK_THREADS -c$CONNS, $ROUNDS rounds of ${DUR}s, $PIN_NOTE"
 echo "== $(nproc) CPUs, $(lscpu | awk -F: '/Model name/ {gsub(/^ +/, "", $2); print $2}'), $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes')"
 printf '%5s %11s %8s %11s %8s %11s %8s %9s %9s\n' round galleon_rps us flush_rps us hyper_rps us g/flush us_g/f
 for r in $(seq 1 "$ROUNDS"); do
@@ -79,7 +79,7 @@ if [ "$STRACE" = 1 ]; then
         set -- $s
         timeout 20 strace -f -c -qq -e trace=read,recvfrom,write,writev,sendto,sendmsg -o "$TMP/strace.$1" -p "$3" & st=$!
         sleep 0.5
-        n=$(taskset -c 1 wrk -t1 -c4 -d2s -s bench/pipeline.lua "http://127.0.0.1:$2$TARGET" -- "$DEPTH" | awk '/requests in/ {print $1}')
+        n=$("${CLIENT_ON[@]}" wrk -t1 -c4 -d2s -s bench/pipeline.lua "http://127.0.0.1:$2$TARGET" -- "$DEPTH" | awk '/requests in/ {print $1}')
         sleep 0.2; kill -INT "$st" 2>/dev/null || true; wait "$st" 2>/dev/null || true
         # Successful reads only: calls minus errors (the EAGAIN that ends each batch of reads).
         reads=$(awk '$NF ~ /^(read|recvfrom)$/ { e = ($5 ~ /^[0-9]+$/) ? $5 : 0; s += $4 - e } END { print s + 0 }' "$TMP/strace.$1")
