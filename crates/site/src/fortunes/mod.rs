@@ -139,8 +139,8 @@ pub struct FortunesConfig {
 }
 
 /// Default PostgreSQL connections (`bench/results/fortunes.txt`: with the server on one core
-/// and 50 clients, one batched connection cost 1.27x less server CPU per response than the
-/// axum peer; two halved the batches and the gap with them, 1.02x).
+/// and 50 clients, one batched connection cost 1.27-1.31x less server CPU per response than
+/// the axum peer; two halved the batches and the gap with them, 1.02x).
 pub const DEFAULT_PG_CONNECTIONS: usize = 1;
 
 impl Default for FortunesConfig {
