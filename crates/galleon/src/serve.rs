@@ -268,9 +268,12 @@ pub(crate) struct Args {
     /// The live pages (`/live/...`).
     #[command(flatten)]
     live: crate::live_args::LiveArgs,
+    /// TechEmpower's Fortunes (`GET /fortunes`).
+    #[command(flatten)]
+    fortunes: crate::site_args::FortunesArgs,
 }
 
-fn parse_on_off(s: &str) -> Result<bool, String> {
+pub(crate) fn parse_on_off(s: &str) -> Result<bool, String> {
     match s {
         "on" | "true" | "1" => Ok(true),
         "off" | "false" | "0" => Ok(false),
@@ -576,6 +579,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         reload_on_sighup: true,
         live: args.live.config()?,
         events: None,
+        fortunes: args.fortunes.config(),
     };
 
     // One worker (`--threads 1`, or a process allowed one CPU) is the thread-per-core case: a
@@ -611,8 +615,16 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             cpu,
             guards: _site_guards,
             live,
+            fortunes,
             ..
         } = galleon_site::Site::open(site_config)?;
+        if let Some(pg) = &fortunes.postgres {
+            // Served either way: /fortunes answers 503 until the database answers.
+            match pg.connect_all().await {
+                Ok(()) => say!("galleon: /fortunes on {}", pg.describe()),
+                Err(e) => say!("galleon: /fortunes: {e} (answering 503 until it connects)"),
+            }
+        }
         let mut events_source = None;
         let router = match store {
             Some(store) => {

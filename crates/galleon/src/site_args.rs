@@ -1,10 +1,11 @@
-//! The example site's flags (the site itself is clap-free): the pool's and the rules' flags
-//! `galleon serve` flattens, and the arguments of `gen-rules` and `rules-bench`, each converted
-//! to the site's config.
+//! The example site's flags (the site itself is clap-free): the pool's, the rules' and
+//! `/fortunes`'s flags `galleon serve` flattens, and the arguments of `gen-rules` and `rules-bench`,
+//! each converted to the site's config.
 
 use std::path::PathBuf;
 
 use galleon_offload::{Policy, Priority};
+use galleon_site::fortunes::{self, FortunesConfig, Source};
 use galleon_site::offload::OffloadConfig;
 use galleon_site::rules::{self, Mode, RulesConfig};
 
@@ -60,6 +61,48 @@ impl OffloadArgs {
             max_hash_cost: self.max_hash_cost,
             heavy_requests: self.max_heavy_requests,
             heavy_threads: self.heavy_threads,
+        }
+    }
+}
+
+/// The `/fortunes` flags of `galleon serve` (TechEmpower's Fortunes test).
+#[derive(Debug, clap::Args)]
+pub(crate) struct FortunesArgs {
+    /// The database of GET /fortunes: memory (embedded SQLite in memory, seeded with
+    /// TechEmpower's 12 rows at start), sqlite:PATH (a file; the table created and seeded when
+    /// missing or empty), postgres://USER[:PASSWORD]@HOST[:PORT]/DB (no TLS; one prepared
+    /// statement per connection, the table created and seeded when missing or empty), or off.
+    /// Rows are read on every request; a failing database answers 503 and is logged.
+    #[arg(
+        long,
+        env = "GALLEON_FORTUNES_DB",
+        hide_env_values = true,
+        default_value = fortunes::DEFAULT_DB,
+        value_name = "URL",
+        value_parser = Source::parse
+    )]
+    fortunes_db: Source,
+    /// The table /fortunes reads (a lowercase SQL name).
+    #[arg(long, default_value = fortunes::DEFAULT_TABLE, value_name = "NAME")]
+    fortunes_table: String,
+    /// Database connections of /fortunes, taken in turn (PostgreSQL pipelines the queries of
+    /// one connection). 0: two per core on SQLite, 1 on PostgreSQL.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    fortunes_connections: usize,
+    /// PostgreSQL: queue each connection's requests and start the queries of all those ready
+    /// together, written in one call (each request still runs its own query); off: each
+    /// request sends its query at once.
+    #[arg(long, default_value = "on", value_name = "on|off", value_parser = crate::serve::parse_on_off, action = clap::ArgAction::Set)]
+    fortunes_batch: bool,
+}
+
+impl FortunesArgs {
+    pub(crate) fn config(&self) -> FortunesConfig {
+        FortunesConfig {
+            source: self.fortunes_db.clone(),
+            table: self.fortunes_table.clone(),
+            connections: self.fortunes_connections,
+            batch: self.fortunes_batch,
         }
     }
 }

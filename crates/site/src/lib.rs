@@ -1,7 +1,8 @@
 //! galleon's example site, the reference app of the workspace: every `pages/NAME.html.eex` of a
 //! site directory at `/NAME` (runtime engine) and the same pages compiled with
 //! `#[derive(Template)]` at `/compiled/NAME`, static files at `/static/...`, the seed jobs
-//! (`/seal`, `/hash`) through the offload pool, and the rules example (`/rules/match`). It is
+//! (`/seal`, `/hash`) through the offload pool, the rules example (`/rules/match`) and
+//! TechEmpower's Fortunes (`/fortunes`, on SQLite or PostgreSQL). It is
 //! built from the public APIs of the library crates only, and opened with one call,
 //! [`Site::open`], which returns its router; `galleon serve` adds the event store, the
 //! statistics, the listener and signals on top.
@@ -19,6 +20,7 @@
 pub mod assign;
 pub mod coalesce;
 pub mod compiled_pages;
+pub mod fortunes;
 mod json_text;
 pub mod live_events;
 pub mod live_pages;

@@ -1,5 +1,5 @@
 //! The site's one entry point: [`Site::open`] builds every route of the example site (pages,
-//! compiled pages, static files, rules, the seed jobs and the pool's statistics) from a
+//! compiled pages, static files, rules, the seed jobs, `/fortunes` and the pool's statistics) from a
 //! [`SiteConfig`], with the CPU pool they run on and the reload triggers that must live as long
 //! as the server.
 
@@ -43,6 +43,8 @@ pub struct SiteConfig {
     /// The event store, opened by the caller: the live orders page then keeps its orders
     /// there (`order-N` streams) and follows them across every node of the store.
     pub events: Option<galleon_eventstore::Store>,
+    /// `/fortunes` (TechEmpower's Fortunes) and its database.
+    pub fortunes: crate::fortunes::FortunesConfig,
 }
 
 impl Default for SiteConfig {
@@ -57,6 +59,7 @@ impl Default for SiteConfig {
             reload_on_sighup: true,
             live: crate::live_pages::LiveConfig::default(),
             events: None,
+            fortunes: crate::fortunes::FortunesConfig::default(),
         }
     }
 }
@@ -76,6 +79,9 @@ pub struct Site {
     pub guards: Guards,
     /// The live pages' mount (its statistics), when they are on.
     pub live: Option<galleon_live::Live>,
+    /// `/fortunes`'s PostgreSQL connections, when that is its database (connect them before
+    /// serving with `Postgres::connect_all`).
+    pub fortunes: crate::fortunes::Mounted,
 }
 
 /// What keeps the site's background reloading alive (the rules' polling, `--watch`'s thread).
@@ -120,6 +126,7 @@ impl Site {
         let (router, rules) =
             crate::rules::mount(router, dir, &config.rules, config.reload_on_sighup, guard)?;
         let router = crate::offload::mount(router, &cpu, work_limits, guard);
+        let (router, fortunes) = crate::fortunes::mount(router, &config.fortunes, &cpu)?;
         let (router, live) =
             crate::live_pages::mount(router, dir, &config.live, config.events.as_ref())?;
         let links: Vec<String> = live
@@ -140,6 +147,7 @@ impl Site {
                 _templates: watch,
             },
             live,
+            fortunes,
         })
     }
 }

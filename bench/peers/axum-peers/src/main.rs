@@ -1,3 +1,5 @@
+//! `axum-peers fortunes ADDR POSTGRES_URL [CONNECTIONS]`: TechEmpower's Fortunes (`fortunes.rs`).
+//!
 //! `axum-peers askama|minijinja ADDR SITE_DIR`: galleon's `/blah?iters=N` and `/big-table`
 //! served by axum with askama or minijinja, byte-identical to galleon's (bench/axum.sh checks
 //! that first), with the same headers as axum + galleon (`content-type: text/html;
@@ -16,6 +18,8 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::serve::{Listener, ListenerExt};
+
+mod fortunes;
 
 #[derive(Template)]
 #[template(path = "blah.askama.html")]
@@ -88,6 +92,16 @@ async fn jinja_table(State(site): Shared) -> Response {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("fortunes") {
+        let (Some(addr), Some(url)) = (args.get(2), args.get(3)) else {
+            return Err("usage: axum-peers fortunes ADDR POSTGRES_URL [CONNECTIONS]".into());
+        };
+        let n = match args.get(4) {
+            Some(n) => n.parse()?,
+            None => 1,
+        };
+        return serve(addr, fortunes::router(url, n).await?).await;
+    }
     let [_, engine, addr, site_dir] = &args[..] else {
         return Err("usage: axum-peers askama|minijinja ADDR SITE_DIR".into());
     };
@@ -126,11 +140,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         other => return Err(format!("unknown engine {other}").into()),
     }
     .with_state(site);
-    let listener = tokio::net::TcpListener::bind(addr.as_str())
-        .await?
-        .tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
+    serve(addr, app).await
+}
+
+/// Serves `app` on `addr` with TCP_NODELAY, printing the address.
+async fn serve(addr: &str, app: Router) -> Result<(), Box<dyn std::error::Error>> {
+    let listener = tokio::net::TcpListener::bind(addr).await?.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     println!("listening on {}", listener.local_addr()?);
     axum::serve(listener, app).await?;
     Ok(())
