@@ -70,8 +70,9 @@ impl OffloadArgs {
 pub(crate) struct FortunesArgs {
     /// The database of GET /fortunes: memory (embedded SQLite in memory, seeded with
     /// TechEmpower's 12 rows at start), sqlite:PATH (a file; the table created and seeded when
-    /// missing or empty), postgres://USER[:PASSWORD]@HOST[:PORT]/DB (no TLS; one prepared
-    /// statement per connection, the table created and seeded when missing or empty), or off.
+    /// missing or empty), postgres://USER:PASSWORD@HOST:PORT/DB (password and port optional;
+    /// no TLS; one prepared statement per connection, the table created and seeded when missing
+    /// or empty), or off.
     /// Rows are read on every request; a failing database answers 503 and is logged.
     #[arg(
         long,

@@ -71,22 +71,6 @@ fn pg_table() -> String {
     )
 }
 
-fn pg_exec(url: &str, sql: &str) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        let driver = tokio::spawn(conn);
-        client.batch_execute(sql).await.unwrap();
-        drop(client);
-        let _ = driver.await;
-    });
-}
-
 #[test]
 fn postgres_serves_the_expected_page_and_reads_every_request() {
     let Ok(url) = std::env::var("DATABASE_URL") else {
@@ -103,7 +87,7 @@ fn postgres_serves_the_expected_page_and_reads_every_request() {
         });
         check_page(&site);
         // Rows changed behind the server show at once: nothing is cached.
-        pg_exec(
+        support::pg_exec(
             &url,
             &format!(
                 "INSERT INTO {table} VALUES (13, 'zz & <i>'); DELETE FROM {table} WHERE id = 12"
@@ -128,7 +112,7 @@ fn postgres_serves_the_expected_page_and_reads_every_request() {
         let page = site.client().get("/fortunes", &[]).unwrap().text();
         assert_eq!(page.matches("<tr><td>").count(), 13, "{page}");
     }
-    pg_exec(&url, &format!("DROP TABLE {table}"));
+    support::pg_exec(&url, &format!("DROP TABLE {table}"));
 }
 
 /// A connection PostgreSQL ends under the server: the requests queued on it answer (503 or,
@@ -148,7 +132,7 @@ fn a_connection_killed_under_the_server_is_opened_again() {
         batch: true,
     });
     check_page(&site);
-    pg_exec(
+    support::pg_exec(
         &url,
         &format!(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '{table}'"
@@ -167,7 +151,7 @@ fn a_connection_killed_under_the_server_is_opened_again() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     assert_eq!(statuses.last(), Some(&200), "{statuses:?}");
-    pg_exec(&url, &format!("DROP TABLE {table}"));
+    support::pg_exec(&url, &format!("DROP TABLE {table}"));
 }
 
 #[test]

@@ -184,6 +184,11 @@ pub fn log() -> String {
 
 /// Drops the PostgreSQL schema `schema` of the database at `url` (a test's own).
 pub fn drop_pg_schema(url: &str, schema: &str) {
+    pg_exec(url, &format!("DROP SCHEMA {schema} CASCADE"));
+}
+
+/// Runs `sql` (statements separated by `;`) on the database at `url`, on a connection of its own.
+pub fn pg_exec(url: &str, sql: &str) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -193,10 +198,7 @@ pub fn drop_pg_schema(url: &str, schema: &str) {
             .await
             .unwrap();
         let driver = tokio::spawn(conn);
-        client
-            .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
-            .await
-            .unwrap();
+        client.batch_execute(sql).await.unwrap();
         drop(client);
         let _ = driver.await;
     });
