@@ -180,3 +180,38 @@ fn a_body_still_to_come_sends_the_answers_before_it_first() {
     let rest = read_to_close(&mut c);
     assert!(rest.contains("\r\n\r\npong"), "{rest}");
 }
+
+#[test]
+fn answers_do_not_wait_for_a_handler_that_is_not_ready() {
+    // `/gate` answers only once the test has read the answer to the request before it.
+    let (open, gate) = tokio::sync::oneshot::channel::<()>();
+    let gate = Arc::new(Mutex::new(Some(gate)));
+    let router = test_router(Arc::new(Probes::default()), None).get(
+        "/gate",
+        move |_r: galleon_http::Request| {
+            let gate = gate.lock().unwrap().take();
+            async move {
+                if let Some(g) = gate {
+                    let _ = g.await;
+                }
+                galleon_http::Response::html("gate open")
+            }
+        },
+    );
+    let s = TestServer::start(router, config(galleon_http::DEFAULT_PIPELINE_BATCH_BYTES));
+    let mut c = s.connect();
+    c.set_read_timeout(Some(common::READ_TIMEOUT)).unwrap();
+    c.write_all(b"GET /sync?before HTTP/1.1\r\nhost: t\r\n\r\nGET /gate HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n")
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("sync before") {
+        let n =
+            std::io::Read::read(&mut c, &mut buf).expect("the first answer, before the gate opens");
+        assert!(n > 0, "closed before the first answer");
+        got.extend_from_slice(&buf[..n]);
+    }
+    open.send(()).unwrap();
+    let rest = read_to_close(&mut c);
+    assert!(rest.contains("gate open"), "{rest}");
+}

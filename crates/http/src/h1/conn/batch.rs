@@ -1,7 +1,8 @@
 //! Pipelined requests answered together: while the read buffer still holds the next request, a
 //! whole response waits in the connection's batch instead of going out alone; the batch is
 //! written in one gathered write (as few as the write policy's iovec limit allows) once the
-//! buffer has no complete request left, before anything else is written or awaited, or when it
+//! buffer has no complete request left, before anything else is written or awaited (a handler
+//! not ready at once included: `Conn::run` polls it once first), or when it
 //! reaches [`Limits::pipeline_batch_bytes`](crate::Limits::pipeline_batch_bytes) or the iovec
 //! limit. Responses keep their order; a client that pipelines holds at most one batch.
 

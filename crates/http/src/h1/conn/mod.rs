@@ -330,8 +330,25 @@ impl Conn {
                 method = req.method().as_str(),
                 target = req.target()
             );
-            let routed = self.shared.router.handle_routed(req);
-            let (mut resp, route) = tracing::Instrument::instrument(routed, span).await;
+            let (mut resp, route) = if self.batch.pending() {
+                // Answers waiting in the batch do not wait for a handler that is not ready at
+                // once (a slow page, an offloaded render): they go out first.
+                let shared = Arc::clone(&self.shared);
+                let routed = shared.router.handle_routed(req);
+                let mut routed = std::pin::pin!(tracing::Instrument::instrument(routed, span));
+                match futures::poll!(routed.as_mut()) {
+                    Poll::Ready(answer) => answer,
+                    Poll::Pending => {
+                        if self.flush_batch().await.is_err() {
+                            return None;
+                        }
+                        routed.await
+                    }
+                }
+            } else {
+                let routed = self.shared.router.handle_routed(req);
+                tracing::Instrument::instrument(routed, span).await
+            };
             if let Some(p) = asked {
                 resp = resp.with_policy(p);
             }
