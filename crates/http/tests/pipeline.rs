@@ -70,6 +70,19 @@ fn exchange(s: &TestServer, raw: &[u8]) -> String {
     read_to_close(&mut c)
 }
 
+/// Reads from `c` until what it read holds `needle` (the socket's read timeout fails the test
+/// instead of a hang).
+fn read_until(c: &mut std::net::TcpStream, needle: &str) {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains(needle) {
+        let n =
+            std::io::Read::read(c, &mut buf).unwrap_or_else(|e| panic!("{needle:?} not read: {e}"));
+        assert!(n > 0, "closed before {needle:?}");
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
 /// Where each of `needles` is in `hay`, failing if one is missing or out of order.
 fn in_order(hay: &str, needles: &[String]) {
     let mut from = 0;
@@ -169,13 +182,7 @@ fn a_body_still_to_come_sends_the_answers_before_it_first() {
     // answer: the first must not wait in the batch for the second.
     c.write_all(b"GET /sync?first HTTP/1.1\r\nhost: t\r\n\r\nPOST /echo HTTP/1.1\r\nhost: t\r\nconnection: close\r\ncontent-length: 4\r\n\r\n")
         .unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !String::from_utf8_lossy(&got).contains("sync first") {
-        let n = std::io::Read::read(&mut c, &mut buf).expect("the first answer, before the body");
-        assert!(n > 0, "closed before the first answer");
-        got.extend_from_slice(&buf[..n]);
-    }
+    read_until(&mut c, "sync first");
     c.write_all(b"pong").unwrap();
     let rest = read_to_close(&mut c);
     assert!(rest.contains("\r\n\r\npong"), "{rest}");
@@ -203,14 +210,7 @@ fn answers_do_not_wait_for_a_handler_that_is_not_ready() {
     c.set_read_timeout(Some(common::READ_TIMEOUT)).unwrap();
     c.write_all(b"GET /sync?before HTTP/1.1\r\nhost: t\r\n\r\nGET /gate HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n")
         .unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !String::from_utf8_lossy(&got).contains("sync before") {
-        let n =
-            std::io::Read::read(&mut c, &mut buf).expect("the first answer, before the gate opens");
-        assert!(n > 0, "closed before the first answer");
-        got.extend_from_slice(&buf[..n]);
-    }
+    read_until(&mut c, "sync before");
     open.send(()).unwrap();
     let rest = read_to_close(&mut c);
     assert!(rest.contains("gate open"), "{rest}");

@@ -8,12 +8,11 @@
 
 use std::io;
 
-use galleon_iolist::{IoList, WriteStats};
-use tokio::time::Instant;
-
-use super::{Conn, Observed, timed};
+use super::respond::write_timed;
+use super::{Conn, Observed};
 use crate::h1::encode::{Framing, KeepAlive, write_head};
 use crate::response::{BodyKind, Parts, Response};
+use galleon_iolist::{IoList, WriteStats};
 
 /// Responses waiting to be written together, and what their exchanges report once they are.
 #[derive(Default)]
@@ -128,14 +127,14 @@ impl Conn {
                 }
             }
             let t = self.shared.config.limits.write_timeout;
-            let write = std::pin::pin!(self.writer.write_lists_async(&mut self.stream, &lists));
-            match timed(&mut self.timer, || Instant::now() + t, write).await {
-                Some(r) => r,
-                None => Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "client did not accept the responses in time",
-                )),
-            }
+            write_timed(
+                &mut self.writer,
+                &mut self.stream,
+                &mut self.timer,
+                t,
+                &lists,
+            )
+            .await
         };
         let stats = self.writer.take_stats();
         let n = queued.len();

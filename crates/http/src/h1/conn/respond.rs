@@ -8,11 +8,14 @@
 //! that are ready at once go out in the same write.
 
 use std::io;
+use std::pin::Pin;
+use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
-use galleon_iolist::{IoList, WriteStats};
+use galleon_iolist::{IoList, IoWriter, WriteStats};
 use tokio::io::AsyncReadExt;
-use tokio::time::{Instant, timeout};
+use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep, timeout};
 
 use super::{Conn, INIT_READ_BUF, reserve, timed};
 use crate::h1::chunks::offload_iter;
@@ -165,14 +168,14 @@ impl Conn {
     pub(super) async fn write_msg_and(&mut self, body: &IoList) -> io::Result<()> {
         let t = self.shared.config.limits.write_timeout;
         let lists = [&self.msg, body];
-        let write = std::pin::pin!(self.writer.write_lists_async(&mut self.stream, &lists));
-        match timed(&mut self.timer, || Instant::now() + t, write).await {
-            Some(r) => r,
-            None => Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "client did not accept the response in time",
-            )),
-        }
+        write_timed(
+            &mut self.writer,
+            &mut self.stream,
+            &mut self.timer,
+            t,
+            &lists,
+        )
+        .await
     }
 
     /// Sends `len` bytes of `file` from `offset` with `sendfile`, [`FILE_PROGRESS_SLICE`] at a
@@ -329,5 +332,24 @@ impl Conn {
             push_last_chunk(&mut self.msg);
         }
         self.write_msg().await
+    }
+}
+
+/// Writes `lists` one after the other in gathered calls, under the write timeout `t` (on the
+/// connection's timer): what every whole response and every batch of them goes out through.
+pub(super) async fn write_timed(
+    writer: &mut IoWriter,
+    stream: &mut TcpStream,
+    timer: &mut Pin<Box<Sleep>>,
+    t: Duration,
+    lists: &[&IoList],
+) -> io::Result<()> {
+    let write = std::pin::pin!(writer.write_lists_async(stream, lists));
+    match timed(timer, || Instant::now() + t, write).await {
+        Some(r) => r,
+        None => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "client did not accept the response in time",
+        )),
     }
 }
